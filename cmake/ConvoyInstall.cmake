@@ -1,0 +1,1 @@
+# Placeholder until packaging lands: install/export rules.

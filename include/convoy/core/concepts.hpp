@@ -1,0 +1,58 @@
+// Every concept convoy checks, on one screen: the Model a user writes, and the three policy kinds
+// (placement, communication, synchronization) a Strategy is composed of. Atoms are small and named
+// so that a compiler note names the missing piece.
+#pragma once
+
+#include <concepts>
+#include <string_view>
+#include <type_traits>
+
+#include "batch.hpp"
+#include "variables.hpp"
+
+namespace convoy {
+
+/// Tags a policy opts in with: `using policy_category = placement_tag;`.
+struct placement_tag {};
+struct communication_tag {};
+struct synchronization_tag {};
+
+template <class P, class Tag>
+concept policy_of = std::same_as<typename P::policy_category, Tag> && requires {
+  { P::name } -> std::convertible_to<std::string_view>;
+};
+
+template <class P>
+concept placement_policy = policy_of<P, placement_tag>;
+template <class P>
+concept communication_policy = policy_of<P, communication_tag>;
+template <class P>
+concept synchronization_policy = policy_of<P, synchronization_tag>;
+
+/// `Variables& variables()`: where the model's weights and gradients live.
+template <class M>
+concept has_variables = requires(M& m) {
+  { m.variables() } -> std::same_as<Variables&>;
+};
+
+/// `float forward_backward(convoy::Batch const&)`: returns the batch's mean loss and overwrites
+/// every gradient in variables().grads().
+template <class M>
+concept has_forward_backward = requires(M& m, Batch const& batch) {
+  { m.forward_backward(batch) } -> std::convertible_to<float>;
+};
+
+/// Optional `convoy::Metrics evaluate(convoy::Batch const&)`: forward only.
+template <class M>
+concept has_evaluate = requires(M& m, Batch const& batch) {
+  { m.evaluate(batch) } -> std::same_as<Metrics>;
+};
+
+/// Replicas are copies of the model the user hands to a Strategy.
+template <class M>
+concept replicable = std::copy_constructible<M>;
+
+template <class M>
+concept model = has_variables<M> && has_forward_backward<M> && replicable<M>;
+
+}  // namespace convoy

@@ -1,0 +1,186 @@
+// Variables: a model's named, shaped float tensors. All weights live in one contiguous arena and
+// all gradients in another, so a whole-model reduction, copy or checkpoint is one buffer and flat()
+// costs nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "error.hpp"
+#include "tensor.hpp"
+
+namespace convoy {
+
+/// Index of a variable inside its Variables set. Layers keep these instead of pointers because the
+/// arena moves while variables are still being added.
+struct VariableId {
+  std::size_t index = 0;
+  friend bool operator==(VariableId, VariableId) = default;
+};
+
+/// One variable's place in the arenas.
+struct Variable {
+  std::string name;    ///< full name, scope included: "mlp/hidden/kernel"
+  Shape shape;         ///< outermost first
+  std::size_t offset;  ///< first element in the arenas
+  std::size_t size;    ///< element count
+};
+
+/// The ordered set of a model's variables. Not thread-safe for concurrent add(); concurrent reads and
+/// writes of distinct elements of the arenas are the caller's business (the strategies partition
+/// them).
+class Variables {
+ public:
+  static constexpr std::uint64_t default_seed = 0x5eedULL;
+
+  /// `scope` prefixes every name ("gen" makes "gen/dense/kernel"), so two models in one process
+  /// can never produce the same name by accident. `seed` drives initialisers.
+  explicit Variables(std::string scope = {}, std::uint64_t seed = default_seed)
+      : scope_(std::move(scope)), rng_(seed) {}
+
+  /// Adds a zero-initialised variable named `scope/name`. Throws NameError when that name exists.
+  VariableId add(std::string_view name, Shape shape) {
+    std::string full = scope_.empty() ? std::string(name) : scope_ + "/" + std::string(name);
+    if (name.empty()) throw NameError("convoy: a variable needs a non-empty name (scope '" + scope_ + "')");
+    if (by_name_.contains(full)) {
+      throw NameError("convoy: duplicate variable name '" + full +
+                      "'; give each layer a distinct name, or build each model under its own scope "
+                      "(convoy::Variables{\"scope\"})");
+    }
+    if (!external_.empty()) {
+      throw NameError("convoy: cannot add '" + full + "' after the weights were bound to shared storage");
+    }
+    std::size_t const size = element_count(shape);
+    std::size_t const offset = own_weights_.size();
+    list_.push_back(Variable{full, std::move(shape), offset, size});
+    by_name_.emplace(full, list_.size() - 1);
+    own_weights_.resize(offset + size, 0.0f);
+    grads_.resize(offset + size, 0.0f);
+    return VariableId{list_.size() - 1};
+  }
+
+  std::span<float> value(VariableId id) { return weights().subspan(list_[id.index].offset, list_[id.index].size); }
+  std::span<float const> value(VariableId id) const {
+    return weights().subspan(list_[id.index].offset, list_[id.index].size);
+  }
+  std::span<float> grad(VariableId id) { return std::span(grads_).subspan(list_[id.index].offset, list_[id.index].size); }
+  std::span<float const> grad(VariableId id) const {
+    return std::span(grads_).subspan(list_[id.index].offset, list_[id.index].size);
+  }
+
+  /// The whole weights arena, in declaration order (the Ray text's get_flat()).
+  std::span<float> weights() { return external_.empty() ? std::span(own_weights_) : external_; }
+  std::span<float const> weights() const {
+    return external_.empty() ? std::span<float const>(own_weights_) : std::span<float const>(external_);
+  }
+  /// The whole gradient arena, same layout as weights().
+  std::span<float> grads() { return grads_; }
+  std::span<float const> grads() const { return grads_; }
+
+  /// Copies of the flat weights (get_flat / set_flat). set_flat throws ShapeError on a size mismatch.
+  std::vector<float> get_flat() const { return {weights().begin(), weights().end()}; }
+  void set_flat(std::span<float const> flat) {
+    if (flat.size() != element_count()) {
+      throw ShapeError("convoy: set_flat got " + std::to_string(flat.size()) + " values; '" + scope_ +
+                       "' holds " + std::to_string(element_count()));
+    }
+    std::copy(flat.begin(), flat.end(), weights().begin());
+  }
+
+  /// Makes this set read and write its weights in `shared` (CentralStorage: one copy, many
+  /// replicas). `shared` must outlive this set and hold element_count() floats.
+  void bind_weights(std::span<float> shared) {
+    if (shared.size() != element_count()) {
+      throw ShapeError("convoy: bind_weights got an arena of " + std::to_string(shared.size()) +
+                       " floats for " + std::to_string(element_count()));
+    }
+    external_ = shared;
+    own_weights_ = {};
+  }
+
+  std::size_t size() const { return list_.size(); }
+  std::size_t element_count() const { return grads_.size(); }
+  std::span<Variable const> list() const { return list_; }
+  Variable const& operator[](VariableId id) const { return list_[id.index]; }
+  std::string const& scope() const { return scope_; }
+
+  /// Looks a variable up by its full name.
+  std::optional<VariableId> find(std::string_view name) const {
+    auto it = by_name_.find(std::string(name));
+    return it == by_name_.end() ? std::nullopt : std::optional(VariableId{it->second});
+  }
+  /// Like find(), but throws NameError naming `name` and the scope when it is absent.
+  VariableId at(std::string_view name) const {
+    if (auto id = find(name)) return *id;
+    throw NameError("convoy: no variable named '" + std::string(name) + "' in '" + scope_ + "'");
+  }
+
+  /// The generator initialisers draw from; seeded by the constructor.
+  std::mt19937_64& rng() { return rng_; }
+
+  /// Every variable as a name -> tensor map (the Ray text's get_weights()).
+  std::map<std::string, Tensor> get_weights() const {
+    std::map<std::string, Tensor> out;
+    for (auto const& v : list_) {
+      auto src = weights().subspan(v.offset, v.size);
+      out.emplace(v.name, Tensor{v.shape, std::vector<float>(src.begin(), src.end())});
+    }
+    return out;
+  }
+
+  /// Sets every variable by name. Checks everything first and throws one LoadError that lists every
+  /// unknown, missing and mis-shaped name; on error nothing is changed.
+  void set_weights(std::map<std::string, Tensor> const& named) {
+    check_names(named, "set_weights");
+    for (auto const& [name, tensor] : named) {
+      auto const& v = list_[by_name_.at(name)];
+      std::copy(tensor.data.begin(), tensor.data.end(), weights().begin() + static_cast<std::ptrdiff_t>(v.offset));
+    }
+  }
+
+  /// The check behind set_weights and every loader: `named` maps names to something with a
+  /// `shape` member. `what` says who is loading, for the message.
+  template <class Map>
+  void check_names(Map const& named, std::string_view what) const {
+    std::string unknown, missing, misshaped;
+    auto append = [](std::string& list, std::string const& item) { list += (list.empty() ? "" : ", ") + item; };
+    for (auto const& [name, value] : named) {
+      auto it = by_name_.find(name);
+      if (it == by_name_.end()) {
+        append(unknown, "'" + name + "'");
+      } else if (value.shape != list_[it->second].shape) {
+        append(misshaped, "'" + name + "' is " + to_string(value.shape) + ", expected " +
+                              to_string(list_[it->second].shape));
+      }
+    }
+    for (auto const& v : list_) {
+      if (!named.contains(v.name)) append(missing, "'" + v.name + "'");
+    }
+    if (unknown.empty() && missing.empty() && misshaped.empty()) return;
+    std::string message = "convoy: " + std::string(what) + " does not match the model's variables";
+    if (!unknown.empty()) message += "; unknown: " + unknown;
+    if (!missing.empty()) message += "; missing: " + missing;
+    if (!misshaped.empty()) message += "; mis-shaped: " + misshaped;
+    throw LoadError(message);
+  }
+
+ private:
+  std::string scope_;
+  std::vector<Variable> list_;
+  std::unordered_map<std::string, std::size_t> by_name_;
+  std::vector<float> own_weights_;
+  std::span<float> external_;
+  std::vector<float> grads_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace convoy

@@ -1,0 +1,92 @@
+// Sampler: which rows each replica trains on at each step. A global batch of B rows is drawn from a
+// per-epoch permutation of the dataset and replica r of R takes its r-th contiguous B/R rows. So
+// synchronous training on R replicas sees exactly the rows one replica sees with batch B, every
+// replica gets the same number of rows at every step (none runs dry), and the rows of any step are
+// a pure function of (seed, step): resuming from a checkpoint needs only the step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../core/batch.hpp"
+#include "../core/error.hpp"
+#include "dataset.hpp"
+
+namespace convoy::io {
+
+/// One replica's gathered rows; reused from step to step so steady-state training allocates nothing.
+struct BatchBuffer {
+  std::vector<float> features;
+  std::vector<std::int32_t> labels;
+  std::vector<float> targets;
+  std::vector<std::uint32_t> permutation;  ///< cached permutation of `epoch`
+  std::int64_t epoch = -1;
+
+  Batch view(std::size_t rows) const { return Batch{features, labels, targets, rows}; }
+};
+
+class Sampler {
+ public:
+  /// Throws DatasetError when the batch does not divide over the replicas or exceeds the data.
+  Sampler(std::size_t rows, std::size_t global_batch, std::size_t replicas, std::uint64_t seed)
+      : rows_(rows), batch_(global_batch), replicas_(replicas), seed_(seed) {
+    if (replicas == 0 || global_batch == 0 || global_batch % replicas != 0) {
+      throw DatasetError("convoy: a batch of " + std::to_string(global_batch) + " does not split evenly over " +
+                         std::to_string(replicas) + " replicas; pick a batch size that is a multiple of " +
+                         std::to_string(replicas));
+    }
+    if (global_batch > rows) {
+      throw DatasetError("convoy: a batch of " + std::to_string(global_batch) + " is larger than the dataset (" +
+                         std::to_string(rows) + " rows)");
+    }
+  }
+
+  std::size_t steps_per_epoch() const { return rows_ / batch_; }
+  std::size_t rows_per_replica() const { return batch_ / replicas_; }
+
+  /// Gathers replica `replica`'s rows of global step `step` (0-based) into `buf`; returns the view.
+  Batch fill(Dataset const& data, std::size_t replica, std::int64_t step, BatchBuffer& buf) const {
+    auto const epoch = step / static_cast<std::int64_t>(steps_per_epoch());
+    auto const in_epoch = static_cast<std::size_t>(step % static_cast<std::int64_t>(steps_per_epoch()));
+    if (buf.epoch != epoch) {
+      permute(epoch, buf.permutation);
+      buf.epoch = epoch;
+    }
+    std::size_t const n = rows_per_replica();
+    std::size_t const first = in_epoch * batch_ + replica * n;
+    buf.features.resize(n * data.cols);
+    buf.labels.resize(data.labels.empty() ? 0 : n);
+    buf.targets.resize(data.targets.empty() ? 0 : n * data.target_cols);
+    for (std::size_t k = 0; k < n; ++k) {
+      std::size_t const row = buf.permutation[first + k];
+      std::copy_n(data.features.data() + row * data.cols, data.cols, buf.features.data() + k * data.cols);
+      if (!buf.labels.empty()) buf.labels[k] = data.labels[row];
+      if (!buf.targets.empty()) {
+        std::copy_n(data.targets.data() + row * data.target_cols, data.target_cols,
+                    buf.targets.data() + k * data.target_cols);
+      }
+    }
+    return buf.view(n);
+  }
+
+ private:
+  // Fisher-Yates on mt19937_64's raw output, which the standard fixes bit for bit, so the order is
+  // the same with every standard library (std::shuffle's is not).
+  void permute(std::int64_t epoch, std::vector<std::uint32_t>& out) const {
+    out.resize(rows_);
+    std::iota(out.begin(), out.end(), 0u);
+    std::mt19937_64 engine(seed_ * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(epoch));
+    for (std::size_t i = rows_ - 1; i > 0; --i) {
+      std::swap(out[i], out[engine() % (i + 1)]);
+    }
+  }
+
+  std::size_t rows_, batch_, replicas_;
+  std::uint64_t seed_;
+};
+
+}  // namespace convoy::io

@@ -1,0 +1,44 @@
+// Host math: GEMM through CBLAS and element-wise work through Thrust's OpenMP system. Every layer
+// and optimizer reaches the processor through this file, so a device backend replaces this one
+// header's functions and leaves the policies alone.
+#pragma once
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <cstddef>
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/system/omp/execution_policy.h>
+
+// OpenBLAS's own knob; weak so that any other CBLAS links too (the call is then skipped).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+namespace convoy::math {
+
+/// Makes the calling thread's math single-threaded: one OpenMP thread for Thrust and one BLAS
+/// thread. Each replica runs on its own thread, so more threads per replica would only oversubscribe
+/// the cores. OpenBLAS's setting is process-wide; the OpenMP one is per thread.
+inline void use_one_thread_per_replica() {
+  omp_set_num_threads(1);
+  if (openblas_set_num_threads != nullptr) openblas_set_num_threads(1);
+}
+
+/// Calls f(i) for i in [0, n) through Thrust's OpenMP system.
+template <class F>
+void for_each_index(std::size_t n, F f) {
+  thrust::for_each_n(thrust::omp::par, thrust::counting_iterator<std::size_t>(0), n, f);
+}
+
+/// C = alpha * op(A) op(B) + beta * C, row-major; op transposes when the flag is set.
+/// op(A) is m x k, op(B) is k x n, C is m x n.
+inline void gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k,
+                 float alpha, float const* a, float const* b, float beta, float* c) {
+  auto const lda = static_cast<int>(transpose_a ? m : k);
+  auto const ldb = static_cast<int>(transpose_b ? k : n);
+  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
+              transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), alpha, a, lda, b, ldb, beta, c, static_cast<int>(n));
+}
+
+}  // namespace convoy::math

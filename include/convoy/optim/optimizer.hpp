@@ -1,0 +1,110 @@
+// Optimizer: one of Sgd, Momentum or Adam, chosen at run time; and OptimizerState, its slots laid
+// out like the weights arena so any chunk of the arena can be updated on its own, and saved by
+// variable name.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../core/variables.hpp"
+#include "adam.hpp"
+#include "momentum.hpp"
+#include "sgd.hpp"
+#include "update.hpp"
+
+namespace convoy::optim {
+
+/// Slot arrays (same layout as the weights arena) and the number of updates applied so far.
+struct OptimizerState {
+  std::vector<std::vector<float>> slots;
+  std::int64_t updates = 0;
+};
+
+/// A value type holding one optimizer. Copyable; apply() is thread-safe for disjoint ranges.
+class Optimizer {
+ public:
+  using Any = std::variant<Sgd, Momentum, Adam>;
+
+  Optimizer(Sgd o) : any_(o) {}
+  Optimizer(Momentum o) : any_(o) {}
+  Optimizer(Adam o) : any_(o) {}
+
+  std::string_view name() const {
+    return std::visit([](auto const& o) { return std::string_view(o.name); }, any_);
+  }
+  std::span<std::string_view const> slot_names() const {
+    return std::visit([](auto const& o) { return std::span<std::string_view const>(o.slot_names); }, any_);
+  }
+  Any const& get() const { return any_; }
+
+  /// Zeroed slots sized for `arena_size` floats.
+  OptimizerState make_state(std::size_t arena_size) const {
+    return OptimizerState{std::vector<std::vector<float>>(slot_names().size(), std::vector<float>(arena_size, 0.0f)), 0};
+  }
+
+  /// One update of weights[begin, begin + grads.size()) with `state`'s matching slot ranges.
+  void apply(std::span<float> weights, std::span<float const> grads, OptimizerState& state,
+             std::size_t begin, float grad_scale, std::int64_t step) const {
+    Update u{weights.subspan(begin, grads.size()), grads, {}, grad_scale, step};
+    for (std::size_t s = 0; s < state.slots.size(); ++s) u.slots[s] = state.slots[s].data() + begin;
+    std::visit([&](auto const& o) { o.apply(u); }, any_);
+  }
+
+ private:
+  Any any_;
+};
+
+/// The state's slots by name: "<variable>/<slot>" -> tensor shaped like the variable.
+inline std::map<std::string, Tensor> named_slots(Optimizer const& opt, OptimizerState const& state,
+                                                 Variables const& vars) {
+  std::map<std::string, Tensor> out;
+  auto names = opt.slot_names();
+  for (std::size_t s = 0; s < names.size(); ++s) {
+    for (auto const& v : vars.list()) {
+      auto const* src = state.slots[s].data() + v.offset;
+      out.emplace(v.name + "/" + std::string(names[s]), Tensor{v.shape, std::vector<float>(src, src + v.size)});
+    }
+  }
+  return out;
+}
+
+/// Restores slots saved by named_slots(). Throws LoadError listing unknown, missing and mis-shaped
+/// names; on error `state` is unchanged.
+inline void set_named_slots(Optimizer const& opt, OptimizerState& state, Variables const& vars,
+                            std::map<std::string, Tensor> const& named) {
+  auto names = opt.slot_names();
+  std::string problems;
+  std::size_t expected = 0;
+  for (std::size_t s = 0; s < names.size(); ++s) {
+    for (auto const& v : vars.list()) {
+      ++expected;
+      auto key = v.name + "/" + std::string(names[s]);
+      auto it = named.find(key);
+      if (it == named.end()) {
+        problems += (problems.empty() ? "" : ", ") + ("missing '" + key + "'");
+      } else if (it->second.shape != v.shape) {
+        problems += (problems.empty() ? "" : ", ") + ("'" + key + "' is " + to_string(it->second.shape) +
+                                                     ", expected " + to_string(v.shape));
+      }
+    }
+  }
+  if (named.size() != expected && problems.empty()) {
+    problems = std::to_string(named.size()) + " slots saved, " + std::to_string(expected) +
+               " expected (was it saved by another optimizer than " + std::string(opt.name()) + "?)";
+  }
+  if (!problems.empty()) throw LoadError("convoy: optimizer state does not match: " + problems);
+  for (std::size_t s = 0; s < names.size(); ++s) {
+    for (auto const& v : vars.list()) {
+      auto const& t = named.at(v.name + "/" + std::string(names[s]));
+      std::copy(t.data.begin(), t.data.end(), state.slots[s].begin() + static_cast<std::ptrdiff_t>(v.offset));
+    }
+  }
+}
+
+}  // namespace convoy::optim
