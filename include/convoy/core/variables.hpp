@@ -47,6 +47,19 @@ class Variables {
   explicit Variables(std::string scope = {}, std::uint64_t seed = default_seed)
       : scope_(std::move(scope)), rng_(seed) {}
 
+  /// A copy always owns its weights, even when the original is bound to shared storage, so a copy
+  /// can never write into another set's arena.
+  Variables(Variables const& other)
+      : scope_(other.scope_), list_(other.list_), by_name_(other.by_name_),
+        own_weights_(other.weights().begin(), other.weights().end()), grads_(other.grads_), rng_(other.rng_) {}
+  Variables& operator=(Variables const& other) {
+    if (this != &other) *this = Variables(other);
+    return *this;
+  }
+  Variables(Variables&&) noexcept = default;
+  Variables& operator=(Variables&&) noexcept = default;
+  ~Variables() = default;
+
   /// Adds a zero-initialised variable named `scope/name`. Throws NameError when that name exists.
   VariableId add(std::string_view name, Shape shape) {
     std::string full = scope_.empty() ? std::string(name) : scope_ + "/" + std::string(name);
@@ -59,7 +72,7 @@ class Variables {
     if (!external_.empty()) {
       throw NameError("convoy: cannot add '" + full + "' after the weights were bound to shared storage");
     }
-    std::size_t const size = element_count(shape);
+    std::size_t const size = convoy::element_count(shape);
     std::size_t const offset = own_weights_.size();
     list_.push_back(Variable{full, std::move(shape), offset, size});
     by_name_.emplace(full, list_.size() - 1);

@@ -1,0 +1,157 @@
+// The synchronous in-process engine: replicas are threads that meet at a barrier after computing
+// their gradients; thread t then sums chunk t of every replica's gradients and applies the optimizer
+// to chunk t (reduce-scatter), and, when each replica keeps its own weights, every thread copies the
+// chunks the others updated (all-gather). Sums run in replica order, so runs are bit-identical.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstring>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "../../math/host.hpp"
+#include "../../train/step.hpp"
+#include "replica_state.hpp"
+
+namespace convoy::comm::detail {
+
+/// Floats summed per pass: small enough that the partial sum stays in L1 while every replica's
+/// gradients stream through it once.
+inline constexpr std::size_t reduce_block = 2048;
+
+/// acc[0, count) = sum over r of sources[r][offset, offset + count), in replica order.
+inline void sum_block(std::span<float const* const> sources, std::size_t offset, std::size_t count, float* acc) {
+  std::memcpy(acc, sources[0] + offset, count * sizeof(float));
+  for (std::size_t r = 1; r < sources.size(); ++r) {
+    float const* src = sources[r] + offset;
+#pragma omp simd
+    for (std::size_t i = 0; i < count; ++i) acc[i] += src[i];
+  }
+}
+
+/// Sums chunk [begin, end) of `grads` block by block and applies the optimizer to the same range of
+/// `weights`, scaling by 1/replicas: the reduce-scatter with the update fused in, so the summed
+/// gradients are never written back to memory.
+inline void reduce_and_apply(std::span<float const* const> grads, std::size_t begin, std::size_t end,
+                             std::span<float> weights, optim::Optimizer const& opt, optim::OptimizerState& slots,
+                             std::int64_t update) {
+  alignas(64) std::array<float, reduce_block> acc;
+  float const scale = 1.0f / static_cast<float>(grads.size());
+  for (std::size_t at = begin; at < end; at += reduce_block) {
+    std::size_t const count = std::min(reduce_block, end - at);
+    sum_block(grads, at, count, acc.data());
+    opt.apply(weights, std::span<float const>(acc.data(), count), slots, at, scale, update);
+  }
+}
+
+/// Runs `plan` with one thread per replica (the calling thread is replica 0). Blocks until the run
+/// ends; rethrows the first exception a replica raised after every thread has stopped.
+template <class M>
+void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights) {
+  std::size_t const replicas = s.replicas.size();
+  std::size_t const n = s.replicas[0].variables().element_count();
+  if (s.step >= plan.until) return;
+
+  std::vector<float const*> grads(replicas);
+  std::vector<float*> weights(replicas);
+  for (std::size_t r = 0; r < replicas; ++r) {
+    grads[r] = s.replicas[r].variables().grads().data();
+    weights[r] = s.replicas[r].variables().weights().data();
+  }
+  std::vector<float> losses(replicas);
+  std::vector<double> seconds(replicas);
+  FirstError error;
+  std::atomic<bool> failed{false};
+  bool stop = false;  // written only by the barrier's completion, read after the barrier
+  int const phases = shared_weights ? 2 : 3;
+  int phase = 0;
+
+  auto complete_phase = [&]() noexcept {
+    if (failed.load()) stop = true;
+    if (++phase < phases || stop) return;
+    phase = 0;
+    ++s.step;
+    ++s.slots.updates;
+    s.global_step += static_cast<std::int64_t>(replicas);
+    for (auto& local : s.local_steps) ++local;
+    float loss = 0.0f;
+    for (float l : losses) loss += l;
+    StepReport report{s.step, s.global_step, s.local_steps[0], 0, loss / static_cast<float>(replicas),
+                      seconds[0], s.dropped, 0};
+    try {
+      if (plan.after_step && !plan.after_step(report)) stop = true;
+    } catch (...) {
+      error.capture();
+      stop = true;
+    }
+    if (s.step >= plan.until) stop = true;
+  };
+  std::barrier barrier(static_cast<std::ptrdiff_t>(replicas), complete_phase);
+
+  auto replica_loop = [&](std::size_t r) {
+    math::use_one_thread_per_replica();
+    auto& model = s.replicas[r];
+    auto [begin, end] = chunk_bounds(n, replicas, r);
+    std::span<float> target = shared_weights ? std::span<float>(s.central) : model.variables().weights();
+    for (;;) {
+      try {
+        Batch const batch = plan.batch(r, s.local_steps[r]);
+        auto const start = std::chrono::steady_clock::now();
+        losses[r] = static_cast<float>(model.forward_backward(batch));
+        seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      } catch (...) {
+        error.capture();
+        failed = true;
+      }
+      barrier.arrive_and_wait();
+      if (stop) return;
+      reduce_and_apply(grads, begin, end, target, s.optimizer, s.slots, s.slots.updates + 1);
+      barrier.arrive_and_wait();
+      if (!shared_weights) {
+        for (std::size_t u = 0; u < replicas; ++u) {
+          if (u == r) continue;
+          auto [b, e] = chunk_bounds(n, replicas, u);
+          std::memcpy(weights[r] + b, weights[u] + b, (e - b) * sizeof(float));
+        }
+        barrier.arrive_and_wait();
+      }
+      if (stop) return;
+    }
+  };
+
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t r = 1; r < replicas; ++r) threads.emplace_back(replica_loop, r);
+    replica_loop(0);
+  }
+  error.rethrow();
+}
+
+/// One replica on the calling thread: compute, update, report. No barrier, no copy.
+template <class M>
+void run_single(ReplicaState<M>& s, RunPlan const& plan) {
+  math::use_one_thread_per_replica();
+  auto& vars = s.replicas[0].variables();
+  while (s.step < plan.until) {
+    Batch const batch = plan.batch(0, s.local_steps[0]);
+    auto const start = std::chrono::steady_clock::now();
+    float const loss = static_cast<float>(s.replicas[0].forward_backward(batch));
+    double const seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    s.optimizer.apply(vars.weights(), vars.grads(), s.slots, 0, 1.0f, s.slots.updates + 1);
+    ++s.slots.updates;
+    ++s.step;
+    ++s.global_step;
+    ++s.local_steps[0];
+    if (plan.after_step && !plan.after_step(StepReport{s.step, s.global_step, s.local_steps[0], 0, loss, seconds,
+                                                       s.dropped, 0})) {
+      return;
+    }
+  }
+}
+
+}  // namespace convoy::comm::detail

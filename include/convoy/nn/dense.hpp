@@ -1,0 +1,67 @@
+// Dense: a fully connected layer y = x W + b. It holds only the ids of its two variables, so a model
+// made of Dense layers can be copied into replicas freely; every call names the Variables it reads.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "../core/variables.hpp"
+#include "../math/host.hpp"
+
+namespace convoy::nn {
+
+class Dense {
+ public:
+  /// Adds `<name>/kernel` {inputs, outputs} (Glorot-uniform, drawn from vars.rng()) and
+  /// `<name>/bias` {outputs} (zeros). Throws NameError when either name exists.
+  Dense(Variables& vars, std::string_view name, std::size_t inputs, std::size_t outputs)
+      : kernel_(vars.add(std::string(name) + "/kernel", {inputs, outputs})),
+        bias_(vars.add(std::string(name) + "/bias", {outputs})),
+        inputs_(inputs),
+        outputs_(outputs) {
+    float const limit = std::sqrt(6.0f / static_cast<float>(inputs + outputs));
+    std::uniform_real_distribution<float> uniform(-limit, limit);
+    for (float& w : vars.value(kernel_)) w = uniform(vars.rng());
+  }
+
+  /// y (rows x outputs) = x (rows x inputs) W + b.
+  void forward(Variables const& vars, std::span<float const> x, std::size_t rows, std::span<float> y) const {
+    float const* b = vars.value(bias_).data();
+    float* out = y.data();
+    std::size_t const n = outputs_;
+    math::for_each_index(rows * n, [=](std::size_t i) { out[i] = b[i % n]; });
+    math::gemm(false, false, rows, n, inputs_, 1.0f, x.data(), vars.value(kernel_).data(), 1.0f, out);
+  }
+
+  /// Overwrites dW = x^T dy and db = column sums of dy; writes dx = dy W^T when dx is non-empty.
+  void backward(Variables& vars, std::span<float const> x, std::span<float const> dy, std::size_t rows,
+                std::span<float> dx) const {
+    math::gemm(true, false, inputs_, outputs_, rows, 1.0f, x.data(), dy.data(), 0.0f, vars.grad(kernel_).data());
+    float* db = vars.grad(bias_).data();
+    float const* g = dy.data();
+    std::size_t const n = outputs_;
+    math::for_each_index(n, [=](std::size_t j) {
+      float sum = 0.0f;
+      for (std::size_t r = 0; r < rows; ++r) sum += g[r * n + j];
+      db[j] = sum;
+    });
+    if (!dx.empty()) {
+      math::gemm(false, true, rows, inputs_, outputs_, 1.0f, dy.data(), vars.value(kernel_).data(), 0.0f, dx.data());
+    }
+  }
+
+  VariableId kernel() const { return kernel_; }
+  VariableId bias() const { return bias_; }
+  std::size_t inputs() const { return inputs_; }
+  std::size_t outputs() const { return outputs_; }
+
+ private:
+  VariableId kernel_, bias_;
+  std::size_t inputs_, outputs_;
+};
+
+}  // namespace convoy::nn

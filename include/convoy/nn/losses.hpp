@@ -1,0 +1,82 @@
+// Losses: softmax cross-entropy for classification and mean squared error for regression. Each
+// returns the batch's mean loss and writes the gradient of that mean with respect to its input.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/system/omp/execution_policy.h>
+#include <thrust/transform_reduce.h>
+
+#include "../core/batch.hpp"
+
+namespace convoy::nn {
+
+namespace detail {
+// Loss of one row of logits; writes softmax - onehot, scaled by `scale`, into grad when non-null.
+inline float softmax_row(float const* z, std::int32_t label, std::size_t classes, float scale, float* grad,
+                         bool* correct) {
+  float top = z[0];
+  std::size_t arg = 0;
+  for (std::size_t j = 1; j < classes; ++j) {
+    if (z[j] > top) top = z[j], arg = j;
+  }
+  float sum = 0.0f;
+  for (std::size_t j = 0; j < classes; ++j) sum += std::exp(z[j] - top);
+  if (grad != nullptr) {
+    float const inv = 1.0f / sum;
+    for (std::size_t j = 0; j < classes; ++j) grad[j] = scale * std::exp(z[j] - top) * inv;
+    grad[label] -= scale;
+  }
+  if (correct != nullptr) *correct = arg == static_cast<std::size_t>(label);
+  return std::log(sum) - (z[label] - top);
+}
+}  // namespace detail
+
+/// Mean softmax cross-entropy of `logits` (rows x classes) against `labels`; writes its gradient to
+/// `dlogits` (same shape).
+inline float softmax_cross_entropy(std::span<float const> logits, std::span<std::int32_t const> labels,
+                                   std::size_t rows, std::size_t classes, std::span<float> dlogits) {
+  float const* z = logits.data();
+  std::int32_t const* y = labels.data();
+  float* g = dlogits.data();
+  float const scale = 1.0f / static_cast<float>(rows);
+  double const total = thrust::transform_reduce(
+      thrust::omp::par, thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(rows),
+      [=](std::size_t r) {
+        return static_cast<double>(detail::softmax_row(z + r * classes, y[r], classes, scale, g + r * classes, nullptr));
+      },
+      0.0, std::plus<double>{});
+  return static_cast<float>(total / static_cast<double>(rows));
+}
+
+/// Loss sum and correct predictions of `logits` against `labels`; no gradient.
+inline Metrics softmax_cross_entropy_metrics(std::span<float const> logits, std::span<std::int32_t const> labels,
+                                             std::size_t rows, std::size_t classes) {
+  Metrics m;
+  for (std::size_t r = 0; r < rows; ++r) {
+    bool correct = false;
+    m.loss_sum += detail::softmax_row(logits.data() + r * classes, labels[r], classes, 0.0f, nullptr, &correct);
+    m.correct += correct ? 1 : 0;
+  }
+  m.count = rows;
+  return m;
+}
+
+/// Mean over all elements of (prediction - target)^2; writes its gradient to `dprediction`.
+inline float mean_squared_error(std::span<float const> prediction, std::span<float const> target,
+                                std::span<float> dprediction) {
+  double sum = 0.0;
+  float const scale = 2.0f / static_cast<float>(prediction.size());
+  for (std::size_t i = 0; i < prediction.size(); ++i) {
+    float const diff = prediction[i] - target[i];
+    sum += static_cast<double>(diff) * diff;
+    if (!dprediction.empty()) dprediction[i] = scale * diff;
+  }
+  return static_cast<float>(sum / static_cast<double>(prediction.size()));
+}
+
+}  // namespace convoy::nn

@@ -1,0 +1,85 @@
+// Mlp: a ready-made multi-layer perceptron model (Dense + ReLU layers, softmax cross-entropy on the
+// last), satisfying convoy::model. Variables are named "<scope>/layer1/kernel", "<scope>/layer1/bias", ...
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../core/batch.hpp"
+#include "../core/error.hpp"
+#include "../core/variables.hpp"
+#include "dense.hpp"
+#include "losses.hpp"
+#include "relu.hpp"
+
+namespace convoy::nn {
+
+class Mlp {
+ public:
+  /// `sizes` lists the widths from input to classes, e.g. {784, 500, 10}. Throws Error for fewer
+  /// than two sizes.
+  explicit Mlp(std::vector<std::size_t> sizes, std::string scope = "mlp",
+               std::uint64_t seed = Variables::default_seed)
+      : vars_(std::move(scope), seed) {
+    if (sizes.size() < 2) throw Error("convoy: an Mlp needs at least an input and an output size");
+    for (std::size_t l = 0; l + 1 < sizes.size(); ++l) {
+      layers_.emplace_back(vars_, "layer" + std::to_string(l + 1), sizes[l], sizes[l + 1]);
+    }
+    outputs_.resize(layers_.size());
+    deltas_.resize(layers_.size());
+  }
+
+  Variables& variables() { return vars_; }
+  Variables const& variables() const { return vars_; }
+
+  /// Mean softmax cross-entropy of the batch; overwrites every gradient.
+  float forward_backward(Batch const& batch) {
+    forward(batch);
+    std::size_t const last = layers_.size() - 1;
+    deltas_[last].resize(outputs_[last].size());
+    float const loss = softmax_cross_entropy(outputs_[last], batch.labels, batch.rows, layers_[last].outputs(), deltas_[last]);
+    for (std::size_t l = last + 1; l-- > 0;) {
+      std::span<float> dx;
+      if (l > 0) {
+        deltas_[l - 1].resize(outputs_[l - 1].size());
+        dx = deltas_[l - 1];
+      }
+      layers_[l].backward(vars_, input_of(l, batch), deltas_[l], batch.rows, dx);
+      if (l > 0) relu_backward(outputs_[l - 1], deltas_[l - 1]);
+    }
+    return loss;
+  }
+
+  /// Loss sum and correct predictions over the batch; touches no gradient.
+  Metrics evaluate(Batch const& batch) {
+    forward(batch);
+    return softmax_cross_entropy_metrics(outputs_.back(), batch.labels, batch.rows, layers_.back().outputs());
+  }
+
+  std::vector<Dense> const& layers() const { return layers_; }
+
+ private:
+  void forward(Batch const& batch) {
+    if (batch.cols() != layers_.front().inputs()) {
+      throw ShapeError("convoy: Mlp '" + vars_.scope() + "' takes " + std::to_string(layers_.front().inputs()) +
+                       " features per example, the batch has " + std::to_string(batch.cols()));
+    }
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      outputs_[l].resize(batch.rows * layers_[l].outputs());
+      layers_[l].forward(vars_, input_of(l, batch), batch.rows, outputs_[l]);
+      if (l + 1 < layers_.size()) relu_forward(outputs_[l]);
+    }
+  }
+  std::span<float const> input_of(std::size_t layer, Batch const& batch) const {
+    return layer == 0 ? batch.features : std::span<float const>(outputs_[layer - 1]);
+  }
+
+  Variables vars_;
+  std::vector<Dense> layers_;
+  std::vector<std::vector<float>> outputs_;  // activations after ReLU (logits for the last layer)
+  std::vector<std::vector<float>> deltas_;   // gradients with respect to each layer's output
+};
+
+}  // namespace convoy::nn

@@ -1,0 +1,23 @@
+// ReLU, forward in place and backward through the forward's output.
+#pragma once
+
+#include <span>
+
+#include "../math/host.hpp"
+
+namespace convoy::nn {
+
+/// x = max(x, 0), in place.
+inline void relu_forward(std::span<float> x) {
+  float* p = x.data();
+  math::for_each_index(x.size(), [=](std::size_t i) { p[i] = p[i] > 0.0f ? p[i] : 0.0f; });
+}
+
+/// dy = y > 0 ? dy : 0, in place; `y` is relu_forward's output.
+inline void relu_backward(std::span<float const> y, std::span<float> dy) {
+  float const* out = y.data();
+  float* g = dy.data();
+  math::for_each_index(dy.size(), [=](std::size_t i) { g[i] = out[i] > 0.0f ? g[i] : 0.0f; });
+}
+
+}  // namespace convoy::nn

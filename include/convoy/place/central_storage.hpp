@@ -1,0 +1,27 @@
+// place::CentralStorage: one shared copy of the weights on the host; every replica computes its
+// gradients against it (tf.distribute's CentralStorageStrategy). Only for one machine.
+#pragma once
+
+#include <algorithm>
+#include <string_view>
+#include <thread>
+
+#include "../core/concepts.hpp"
+
+namespace convoy::place {
+
+struct CentralStorage {
+  using policy_category = placement_tag;
+  static constexpr std::string_view name = "CentralStorage";
+  static constexpr bool shared_weights = true;  ///< replicas read the one central copy
+  int replicas = 0;                      ///< 0: one per hardware thread
+  bool log_placement = false;
+
+  int replica_count() const {
+    return replicas > 0 ? replicas : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  friend bool operator==(CentralStorage const&, CentralStorage const&) = default;
+};
+static_assert(placement_policy<CentralStorage>);
+
+}  // namespace convoy::place

@@ -1,0 +1,27 @@
+// place::Mirrored: one replica per thread (one per core by default), each with its own copy of every
+// variable; the synchronization policy keeps the copies identical.
+#pragma once
+
+#include <algorithm>
+#include <string_view>
+#include <thread>
+
+#include "../core/concepts.hpp"
+
+namespace convoy::place {
+
+struct Mirrored {
+  using policy_category = placement_tag;
+  static constexpr std::string_view name = "Mirrored";
+  static constexpr bool shared_weights = false;
+  int replicas = 0;     ///< 0: one per hardware thread
+  bool log_placement = false;
+
+  int replica_count() const {
+    return replicas > 0 ? replicas : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  friend bool operator==(Mirrored const&, Mirrored const&) = default;
+};
+static_assert(placement_policy<Mirrored>);
+
+}  // namespace convoy::place
