@@ -5,11 +5,13 @@
 // a pure function of (seed, step): resuming from a checkpoint needs only the step.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../core/batch.hpp"
@@ -49,7 +51,13 @@ class Sampler {
   std::size_t rows_per_replica() const { return batch_ / replicas_; }
 
   /// Gathers replica `replica`'s rows of global step `step` (0-based) into `buf`; returns the view.
+  /// Throws DatasetError for a replica, step or dataset this sampler was not made for.
   Batch fill(Dataset const& data, std::size_t replica, std::int64_t step, BatchBuffer& buf) const {
+    if (replica >= replicas_ || step < 0 || data.rows() != rows_) {
+      throw DatasetError("convoy: sampler for " + std::to_string(rows_) + " rows and " + std::to_string(replicas_) +
+                         " replicas asked for replica " + std::to_string(replica) + ", step " + std::to_string(step) +
+                         " of '" + data.name + "' (" + std::to_string(data.rows()) + " rows)");
+    }
     auto const epoch = step / static_cast<std::int64_t>(steps_per_epoch());
     auto const in_epoch = static_cast<std::size_t>(step % static_cast<std::int64_t>(steps_per_epoch()));
     if (buf.epoch != epoch) {
