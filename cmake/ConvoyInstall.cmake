@@ -1,1 +1,34 @@
-# Placeholder until packaging lands: install/export rules.
+# Install and export rules: headers, the convoy::convoy target, and a relocatable CMake package in
+# share/cmake/convoy (header-only, so ARCH_INDEPENDENT). Consumers re-find the dependencies through
+# an installed copy of ConvoyDependencies.cmake, which also re-creates convoy::thrust_host.
+include(CMakePackageConfigHelpers)
+
+set(CONVOY_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/convoy"
+    CACHE STRING "Where convoy's CMake package files go, relative to the install prefix")
+
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/convoy"
+        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+        FILES_MATCHING PATTERN "*.hpp" PATTERN "*.cuh")
+
+install(TARGETS convoy EXPORT convoy-targets)
+install(EXPORT convoy-targets
+        NAMESPACE convoy::
+        DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
+
+configure_package_config_file(
+  "${PROJECT_SOURCE_DIR}/cmake/convoy-config.cmake.in"
+  "${PROJECT_BINARY_DIR}/convoy-config.cmake"
+  INSTALL_DESTINATION "${CONVOY_INSTALL_CMAKEDIR}"
+  NO_SET_AND_CHECK_MACRO)
+# 0.x: a minor release may break the API, so only the same major.minor satisfies a request.
+write_basic_package_version_file(
+  "${PROJECT_BINARY_DIR}/convoy-config-version.cmake"
+  VERSION "${PROJECT_VERSION}"
+  COMPATIBILITY SameMinorVersion
+  ARCH_INDEPENDENT)
+
+install(FILES
+  "${PROJECT_BINARY_DIR}/convoy-config.cmake"
+  "${PROJECT_BINARY_DIR}/convoy-config-version.cmake"
+  "${PROJECT_SOURCE_DIR}/cmake/ConvoyDependencies.cmake"
+  DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")

@@ -1,0 +1,92 @@
+# Builds and runs tests/consumer/app against convoy, the way a user project would.
+#   cmake -DMODE=install|fetchcontent -DCONVOY_SOURCE_DIR=... -DCONVOY_BINARY_DIR=... -DWORK_DIR=...
+#         [-DBUILD_TYPE=Release] [-DCXX_COMPILER=...] [-DGENERATOR=...] [-DPREFIX_PATH=a|b]
+#         -P run_consumer.cmake
+# install:      cmake --install CONVOY_BINARY_DIR into WORK_DIR/prefix, check the components
+#               mechanism, then find_package(convoy) from there.
+# fetchcontent: FetchContent_Declare(convoy SOURCE_DIR CONVOY_SOURCE_DIR).
+# Every step runs with execute_process; the first that fails stops the script with its output.
+cmake_minimum_required(VERSION 3.25)
+
+foreach(required MODE CONVOY_SOURCE_DIR CONVOY_BINARY_DIR WORK_DIR)
+  if(NOT DEFINED ${required})
+    message(FATAL_ERROR "run_consumer.cmake: pass -D${required}=...")
+  endif()
+endforeach()
+if(NOT MODE MATCHES "^(install|fetchcontent)$")
+  message(FATAL_ERROR "run_consumer.cmake: MODE is '${MODE}'; use install or fetchcontent")
+endif()
+set(app_dir "${CMAKE_CURRENT_LIST_DIR}/app")
+set(prefix "${WORK_DIR}/prefix")
+set(build "${WORK_DIR}/build")
+# The build's own CMAKE_PREFIX_PATH (where its dependencies are), '|'-separated so the list stays
+# whole through ctest; handed on through the environment, which uses the platform's separator.
+if(PREFIX_PATH)
+  string(REPLACE "|" ";" PREFIX_PATH "${PREFIX_PATH}")
+  cmake_path(CONVERT "${PREFIX_PATH}" TO_NATIVE_PATH_LIST native_prefix_path)
+  set(ENV{CMAKE_PREFIX_PATH} "${native_prefix_path}")
+endif()
+
+# run_step(<name> [EXPECT_FAILURE] COMMAND <args>...): runs one step; its output goes to
+# step_output in the caller. A step that fails (or, with EXPECT_FAILURE, succeeds) is fatal.
+function(run_step name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "EXPECT_FAILURE" "" "COMMAND")
+  message(STATUS "[${MODE}] ${name}")
+  execute_process(COMMAND ${arg_COMMAND} RESULT_VARIABLE result
+                  OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  if(arg_EXPECT_FAILURE AND result EQUAL 0)
+    message(FATAL_ERROR "[${MODE}] step '${name}' should have failed but succeeded:\n${output}")
+  elseif(NOT arg_EXPECT_FAILURE AND NOT result EQUAL 0)
+    list(JOIN arg_COMMAND " " shown)
+    message(FATAL_ERROR "[${MODE}] step '${name}' failed (${result}):\n  ${shown}\n${output}")
+  endif()
+  set(step_output "${output}" PARENT_SCOPE)
+endfunction()
+
+# Same compiler, build type and generator as the build under test; never the user package registry.
+set(configure_args -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+if(GENERATOR)
+  list(APPEND configure_args -G "${GENERATOR}")
+endif()
+if(BUILD_TYPE)
+  list(APPEND configure_args "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}")
+  set(config_args --config "${BUILD_TYPE}")
+endif()
+if(CXX_COMPILER)
+  list(APPEND configure_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+endif()
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+if(MODE STREQUAL "install")
+  run_step("install convoy into ${prefix}"
+    COMMAND "${CMAKE_COMMAND}" --install "${CONVOY_BINARY_DIR}" --prefix "${prefix}" ${config_args})
+  foreach(file include/convoy/core/variables.hpp share/cmake/convoy/convoy-config.cmake
+               share/cmake/convoy/convoy-config-version.cmake share/cmake/convoy/convoy-targets.cmake
+               share/cmake/convoy/ConvoyDependencies.cmake)
+    if(NOT EXISTS "${prefix}/${file}")
+      message(FATAL_ERROR "[install] ${prefix}/${file} was not installed")
+    endif()
+  endforeach()
+  run_step("components"
+    COMMAND "${CMAKE_COMMAND}" -S "${CMAKE_CURRENT_LIST_DIR}/components" -B "${WORK_DIR}/components"
+            ${configure_args} "-DCMAKE_PREFIX_PATH=${prefix}")
+  run_step("configure app (find_package)"
+    COMMAND "${CMAKE_COMMAND}" -S "${app_dir}" -B "${build}" ${configure_args}
+            -DCONVOY_CONSUME=find_package "-DCMAKE_PREFIX_PATH=${prefix}")
+  # The package must come from the fresh install, not from some other convoy on the machine.
+  string(FIND "${step_output}" "from ${prefix}/" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "[install] convoy was not found under ${prefix}:\n${step_output}")
+  endif()
+else()
+  run_step("configure app (FetchContent)"
+    COMMAND "${CMAKE_COMMAND}" -S "${app_dir}" -B "${build}" ${configure_args}
+            -DCONVOY_CONSUME=fetchcontent "-DCONVOY_SOURCE_DIR=${CONVOY_SOURCE_DIR}")
+endif()
+
+run_step("build app" COMMAND "${CMAKE_COMMAND}" --build "${build}" ${config_args})
+run_step("run app" COMMAND "${build}/bin/convoy_consumer")
+if(NOT step_output MATCHES "consumer: 1 variable, 6 elements")
+  message(FATAL_ERROR "[${MODE}] unexpected output from the app:\n${step_output}")
+endif()
+message(STATUS "[${MODE}] ${step_output}")
