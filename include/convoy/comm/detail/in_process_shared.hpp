@@ -88,6 +88,7 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
             }
             break;
           }
+          if (finished()) break;  // others may have used up the steps while this one waited
           lead = lead_now();
         }
         if (mode.kind != Kind::aggregate) ++claimed;

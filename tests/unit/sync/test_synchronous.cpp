@@ -1,0 +1,176 @@
+// sync::Synchronous over comm::InProcess: N replicas take exactly the step one replica takes on the
+// N-times batch, runs are bit-identical, and with replicas_to_aggregate a stalled replica does not
+// stall the others.
+#include <convoy/io/sampler.hpp>
+#include <convoy/nn/mlp.hpp>
+#include <convoy/strategy.hpp>
+#include <doctest/doctest.h>
+#include <synthetic.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+using namespace convoy;
+
+namespace {
+
+io::Dataset const data = testing::synthetic_classes(960, 12, 3);
+
+struct Trace {
+  std::vector<float> losses;
+  std::vector<float> weights;
+  std::int64_t global_step = 0;
+};
+
+// Trains `steps` steps with a global batch of `batch` rows and records every step's loss.
+template <class P, class S = sync::Synchronous>
+Trace train(P placement, std::size_t batch, std::int64_t steps, optim::Optimizer opt = optim::Sgd{0.2f}, S sync = {}) {
+  Strategy<nn::Mlp, P, comm::InProcess, S> strategy(nn::Mlp({12, 16, 3}), placement, {}, sync);
+  strategy.set_optimizer(opt);
+  io::Sampler const sampler(data.rows(), batch, strategy.replicas(), 7);
+  std::vector<io::BatchBuffer> buffers(strategy.replicas());
+  Trace trace;
+  strategy.run({steps, [&](std::size_t r, std::int64_t k) { return sampler.fill(data, r, k, buffers[r]); },
+                [&](StepReport const& report) {
+                  trace.losses.push_back(report.loss);
+                  return true;
+                }});
+  trace.weights.assign(strategy.weights().begin(), strategy.weights().end());
+  trace.global_step = strategy.global_step();
+  return trace;
+}
+
+void check_close(Trace const& a, Trace const& b) {
+  REQUIRE(a.losses.size() == b.losses.size());
+  for (std::size_t i = 0; i < a.losses.size(); ++i) CHECK(a.losses[i] == doctest::Approx(b.losses[i]).epsilon(1e-4));
+  REQUIRE(a.weights.size() == b.weights.size());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.weights.size(); ++i) worst = std::max(worst, double(std::abs(a.weights[i] - b.weights[i])));
+  CHECK(worst < 1e-4);
+}
+
+}  // namespace
+
+TEST_CASE("N mirrored replicas match one replica on the N-times batch") {
+  Trace const one = train(place::Host{}, 96, 30);
+  for (int replicas : {2, 3, 4}) {
+    CAPTURE(replicas);
+    Trace const many = train(place::Mirrored{.replicas = replicas}, 96, 30);
+    check_close(many, one);
+    CHECK(many.global_step == 30 * replicas);
+  }
+  // The losses must actually move, or matching them would prove nothing.
+  CHECK(one.losses.back() < 0.5f * one.losses.front());
+}
+
+TEST_CASE("central storage matches one replica, with every optimizer") {
+  for (optim::Optimizer opt : {optim::Optimizer{optim::Sgd{0.2f}}, optim::Optimizer{optim::Momentum{0.05f, 0.9f}},
+                               optim::Optimizer{optim::Adam{0.01f}}}) {
+    CAPTURE(opt.name());
+    check_close(train(place::CentralStorage{.replicas = 2}, 96, 20, opt), train(place::Host{}, 96, 20, opt));
+    check_close(train(place::Mirrored{.replicas = 3}, 96, 20, opt), train(place::Host{}, 96, 20, opt));
+  }
+}
+
+TEST_CASE("synchronous runs are bit-identical from run to run") {
+  Trace const a = train(place::Mirrored{.replicas = 3}, 96, 25);
+  Trace const b = train(place::Mirrored{.replicas = 3}, 96, 25);
+  REQUIRE(a.weights.size() == b.weights.size());
+  CHECK(std::memcmp(a.weights.data(), b.weights.data(), a.weights.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(a.losses.data(), b.losses.data(), a.losses.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("every mirrored replica holds the same weights after each step") {
+  Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> strategy(nn::Mlp({12, 16, 3}),
+                                                                                 place::Mirrored{.replicas = 3});
+  io::Sampler const sampler(data.rows(), 96, 3, 3);
+  std::vector<io::BatchBuffer> buffers(3);
+  bool identical = true;
+  strategy.run({10, [&](std::size_t r, std::int64_t k) { return sampler.fill(data, r, k, buffers[r]); },
+                [&](StepReport const&) {
+                  for (std::size_t r = 1; r < 3; ++r) {
+                    auto a = strategy.replica(0).variables().weights(), b = strategy.replica(r).variables().weights();
+                    identical = identical && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+                  }
+                  return true;
+                }});
+  CHECK(identical);
+  CHECK(strategy.step() == 10);
+}
+
+TEST_CASE("with replicas_to_aggregate a stalled replica does not stall the others") {
+  using namespace std::chrono_literals;
+  Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> strategy(
+      nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 3}, {}, sync::Synchronous{.replicas_to_aggregate = 2, .timeout = 20s});
+  io::Sampler const sampler(data.rows(), 96, 3, 3);
+  std::vector<io::BatchBuffer> buffers(3);
+  std::mutex mutex;
+  std::condition_variable released;
+  bool release = false;
+  std::vector<std::size_t> contributors;
+  strategy.run({40,
+                [&](std::size_t r, std::int64_t k) {
+                  if (r == 2) {  // replica 2 stalls until the others have finished all 40 steps
+                    std::unique_lock lock(mutex);
+                    released.wait(lock, [&] { return release; });
+                  }
+                  return sampler.fill(data, r, k, buffers[r]);
+                },
+                [&](StepReport const& report) {
+                  contributors.push_back(report.replica);
+                  if (report.step == 40) {
+                    std::lock_guard lock(mutex);
+                    release = true;
+                    released.notify_all();
+                  }
+                  return true;
+                }});
+  CHECK(strategy.step() == 40);
+  CHECK(strategy.global_step() == 80);  // two gradients per step
+  CHECK(strategy.dropped() == 1);       // the stalled replica's gradient came too late
+  CHECK(strategy.replica_steps()[2] == 1);
+  for (auto r : contributors) CHECK(r != 2);
+}
+
+TEST_CASE("a synchronous step that cannot gather its gradients times out naming the missing replicas") {
+  using namespace std::chrono_literals;
+  Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> strategy(
+      nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 3}, {},
+      sync::Synchronous{.replicas_to_aggregate = 2, .timeout = 200ms});
+  io::Sampler const sampler(data.rows(), 96, 3, 3);
+  std::vector<io::BatchBuffer> buffers(3);
+  auto run = [&] {
+    strategy.run({5,
+                  [&](std::size_t r, std::int64_t k) {
+                    if (r != 0) std::this_thread::sleep_for(1500ms);  // two of three replicas stall
+                    return sampler.fill(data, r, k, buffers[r]);
+                  },
+                  {}});
+  };
+  CHECK_THROWS_WITH_AS(run(), doctest::Contains("replicas 1, 2 have not delivered"), TimeoutError);
+}
+
+TEST_CASE("an error in one replica stops the run and reaches the caller") {
+  Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> strategy(nn::Mlp({12, 16, 3}),
+                                                                                 place::Mirrored{.replicas = 2});
+  io::Sampler const sampler(data.rows(), 96, 2, 3);
+  std::vector<io::BatchBuffer> buffers(2);
+  auto run = [&] {
+    strategy.run({50,
+                  [&](std::size_t r, std::int64_t k) {
+                    if (r == 1 && k == 3) throw DatasetError("replica 1 ran out of data");
+                    return sampler.fill(data, r, k, buffers[r]);
+                  },
+                  {}});
+  };
+  CHECK_THROWS_WITH_AS(run(), "replica 1 ran out of data", DatasetError);
+  CHECK(strategy.step() == 3);
+}
+
+TEST_CASE("replicas_to_aggregate outside 0..replicas is refused") {
+  using S = Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous>;
+  CHECK_THROWS_WITH_AS(S(nn::Mlp({4, 2}), place::Mirrored{.replicas = 2}, {}, sync::Synchronous{.replicas_to_aggregate = 3}),
+                       doctest::Contains("replicas_to_aggregate is 3 but there are 2 replicas"), Error);
+}
