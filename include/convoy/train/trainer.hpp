@@ -34,6 +34,7 @@ struct FitOptions {
   double epochs = 0.0;            ///< used when steps is 0: passes over the training data
   std::size_t batch_size = 100;   ///< the global batch, split evenly over the replicas
   std::int64_t log_every = 100;   ///< progress line every this many steps; 0: quiet
+  std::ostream* log = &std::cout; ///< where progress goes; null: nowhere
   std::uint64_t seed = 1;         ///< data order
   std::filesystem::path checkpoint_dir{};  ///< empty: no checkpoints
   std::int64_t checkpoint_every = 0;     ///< 0: only at the end (when checkpoint_dir is set)
@@ -41,7 +42,6 @@ struct FitOptions {
   io::Dataset const* validation = nullptr;  ///< evaluated every evaluate_every steps and at the end
   std::int64_t evaluate_every = 0;
   std::vector<Callback> callbacks{};
-  std::ostream* log = &std::cout;  ///< null: quiet
 };
 
 struct FitResult {
