@@ -162,6 +162,17 @@ class Variables {
 
   /// The check behind set_weights and every loader: `named` maps names to something with a
   /// `shape` member. `what` says who is loading, for the message.
+  // A Tensor's fields are public, so its data may disagree with its shape; other records are
+  // checked by their readers.
+  template <class T>
+  static bool holds_its_shape(T const& value) {
+    if constexpr (requires { value.data.size(); }) {
+      return value.data.size() == convoy::element_count(value.shape);
+    } else {
+      return true;
+    }
+  }
+
   template <class Map>
   void check_names(Map const& named, std::string_view what) const {
     std::string unknown, missing, misshaped;
@@ -170,7 +181,7 @@ class Variables {
       auto it = by_name_.find(name);
       if (it == by_name_.end()) {
         append(unknown, "'" + name + "'");
-      } else if (value.shape != list_[it->second].shape) {
+      } else if (value.shape != list_[it->second].shape || !holds_its_shape(value)) {
         append(misshaped, "'" + name + "' is " + to_string(value.shape) + ", expected " +
                               to_string(list_[it->second].shape));
       }

@@ -5,13 +5,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <span>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/system/omp/execution_policy.h>
-#include <thrust/transform_reduce.h>
 
 #include "../core/batch.hpp"
+#include "../math/host.hpp"
 
 namespace convoy::nn {
 
@@ -44,12 +41,9 @@ inline float softmax_cross_entropy(std::span<float const> logits, std::span<std:
   std::int32_t const* y = labels.data();
   float* g = dlogits.data();
   float const scale = 1.0f / static_cast<float>(rows);
-  double const total = thrust::transform_reduce(
-      thrust::omp::par, thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(rows),
-      [=](std::size_t r) {
-        return static_cast<double>(detail::softmax_row(z + r * classes, y[r], classes, scale, g + r * classes, nullptr));
-      },
-      0.0, std::plus<double>{});
+  double const total = math::sum_over_indices(rows, [=](std::size_t r) {
+    return static_cast<double>(detail::softmax_row(z + r * classes, y[r], classes, scale, g + r * classes, nullptr));
+  });
   return static_cast<float>(total / static_cast<double>(rows));
 }
 

@@ -62,9 +62,22 @@ class Mlp {
 
  private:
   void forward(Batch const& batch) {
-    if (batch.cols() != layers_.front().inputs()) {
+    if (batch.features.size() != batch.rows * layers_.front().inputs()) {
       throw ShapeError("convoy: Mlp '" + vars_.scope() + "' takes " + std::to_string(layers_.front().inputs()) +
-                       " features per example, the batch has " + std::to_string(batch.cols()));
+                       " features per example; the batch has " + std::to_string(batch.features.size()) +
+                       " values for " + std::to_string(batch.rows) + " rows (" +
+                       std::to_string(batch.rows ? batch.features.size() / batch.rows : 0) + " per row)");
+    }
+    if (batch.labels.size() != batch.rows) {
+      throw ShapeError("convoy: Mlp '" + vars_.scope() + "' needs one label per row; the batch has " +
+                       std::to_string(batch.labels.size()) + " labels for " + std::to_string(batch.rows) + " rows");
+    }
+    auto const classes = static_cast<std::int32_t>(layers_.back().outputs());
+    for (std::int32_t label : batch.labels) {
+      if (label < 0 || label >= classes) {
+        throw ShapeError("convoy: label " + std::to_string(label) + " is outside the " + std::to_string(classes) +
+                         " classes of Mlp '" + vars_.scope() + "'");
+      }
     }
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       outputs_[l].resize(batch.rows * layers_[l].outputs());

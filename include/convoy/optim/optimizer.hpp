@@ -51,6 +51,11 @@ class Optimizer {
   /// One update of weights[begin, begin + grads.size()) with `state`'s matching slot ranges.
   void apply(std::span<float> weights, std::span<float const> grads, OptimizerState& state,
              std::size_t begin, float grad_scale, std::int64_t step) const {
+    if (state.slots.size() != slot_names().size()) {
+      throw Error("convoy: " + std::string(name()) + " needs " + std::to_string(slot_names().size()) +
+                  " slot arrays, the state has " + std::to_string(state.slots.size()) +
+                  "; make the state with this optimizer's make_state()");
+    }
     Update u{weights.subspan(begin, grads.size()), grads, {}, grad_scale, step};
     for (std::size_t s = 0; s < state.slots.size(); ++s) u.slots[s] = state.slots[s].data() + begin;
     std::visit([&](auto const& o) { o.apply(u); }, any_);
@@ -80,23 +85,25 @@ inline void set_named_slots(Optimizer const& opt, OptimizerState& state, Variabl
                             std::map<std::string, Tensor> const& named) {
   auto names = opt.slot_names();
   std::string problems;
-  std::size_t expected = 0;
+  auto note = [&](std::string const& item) { problems += (problems.empty() ? "" : ", ") + item; };
+  std::map<std::string, Shape> expected;
   for (std::size_t s = 0; s < names.size(); ++s) {
-    for (auto const& v : vars.list()) {
-      ++expected;
-      auto key = v.name + "/" + std::string(names[s]);
-      auto it = named.find(key);
-      if (it == named.end()) {
-        problems += (problems.empty() ? "" : ", ") + ("missing '" + key + "'");
-      } else if (it->second.shape != v.shape) {
-        problems += (problems.empty() ? "" : ", ") + ("'" + key + "' is " + to_string(it->second.shape) +
-                                                     ", expected " + to_string(v.shape));
-      }
+    for (auto const& v : vars.list()) expected.emplace(v.name + "/" + std::string(names[s]), v.shape);
+  }
+  for (auto const& [key, tensor] : named) {
+    auto it = expected.find(key);
+    if (it == expected.end()) {
+      note("unknown '" + key + "'");
+    } else if (tensor.shape != it->second || tensor.data.size() != element_count(it->second)) {
+      note("'" + key + "' is " + to_string(tensor.shape) + " with " + std::to_string(tensor.data.size()) +
+           " values, expected " + to_string(it->second));
     }
   }
-  if (named.size() != expected && problems.empty()) {
-    problems = std::to_string(named.size()) + " slots saved, " + std::to_string(expected) +
-               " expected (was it saved by another optimizer than " + std::string(opt.name()) + "?)";
+  for (auto const& [key, shape] : expected) {
+    if (!named.contains(key)) note("missing '" + key + "'");
+  }
+  if (!problems.empty() && named.size() != expected.size()) {
+    problems += " (saved by another optimizer than " + std::string(opt.name()) + "?)";
   }
   if (!problems.empty()) throw LoadError("convoy: optimizer state does not match: " + problems);
   for (std::size_t s = 0; s < names.size(); ++s) {

@@ -1,0 +1,444 @@
+// Weights files: tensors saved by variable name through cereal, as binary, portable binary or JSON,
+// and checked name by name on load. Files are replaced atomically, so a crash while saving leaves
+// the previous file whole. The record and stream pieces here are reused by checkpoint.hpp.
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cereal/archives/binary.hpp>
+#include <cereal/archives/json.hpp>
+#include <cereal/archives/portable_binary.hpp>
+#include <cereal/cereal.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <istream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../core/tensor.hpp"
+#include "../core/variables.hpp"
+
+namespace convoy::io {
+
+/// The archive a weights file is written with. `binary` is the fastest but reads back only on a
+/// machine of the same endianness; `portable_binary` reads anywhere; `json` is for people.
+enum class Format { binary, portable_binary, json };
+
+/// "binary", "portable binary" or "JSON", for messages.
+inline std::string_view format_name(Format format) {
+  switch (format) {
+    case Format::binary: return "binary";
+    case Format::portable_binary: return "portable binary";
+    case Format::json: return "JSON";
+  }
+  return "unknown";
+}
+
+/// The format a file name asks for: ".bin", ".pbin" or ".json". Throws convoy::Error naming the path
+/// and the three extensions for anything else. Does not touch the file system.
+inline Format format_for(std::filesystem::path const& path) {
+  auto const ext = path.extension();
+  if (ext == ".bin") return Format::binary;
+  if (ext == ".pbin") return Format::portable_binary;
+  if (ext == ".json") return Format::json;
+  throw Error("convoy: cannot tell the weights format of '" + path.string() +
+              "'; name it *.bin (binary), *.pbin (portable binary) or *.json (JSON), or pass a "
+              "convoy::io::Format");
+}
+
+namespace detail {
+
+// Binary archives drop NVP names and read sizes straight from the bytes; JSON reads sizes from a
+// parsed document. The two need different guards on load (see load_sequence).
+template <class Archive>
+inline constexpr bool reads_binary =
+    cereal::traits::is_input_serializable<cereal::BinaryData<char>, Archive>::value;
+template <class Archive>
+inline constexpr bool writes_binary =
+    cereal::traits::is_output_serializable<cereal::BinaryData<char>, Archive>::value;
+
+template <class T>
+struct is_flat_sequence : std::false_type {};
+template <>
+struct is_flat_sequence<std::string> : std::true_type {};
+template <class T>
+  requires std::is_arithmetic_v<T> && (!std::is_same_v<T, bool>)
+struct is_flat_sequence<std::vector<T>> : std::true_type {};
+
+// Elements read per step of load_sequence: 4 MiB, so a damaged size field costs at most that much
+// memory before the read fails, while a genuine large tensor still loads in few calls.
+inline constexpr std::size_t load_chunk_bytes = std::size_t{4} << 20;
+
+// Reads a string or arithmetic vector written by cereal's own save (a size tag, then the raw
+// elements) from a binary archive. cereal's load would resize to whatever size the bytes claim,
+// and a garbage file would then allocate (and zero) terabytes; here memory grows only as bytes
+// actually arrive, so a lying size ends in cereal's "failed to read" exception.
+template <class Archive, class Sequence>
+void load_sequence(Archive& ar, Sequence& out) {
+  using Value = typename Sequence::value_type;
+  constexpr std::size_t chunk = load_chunk_bytes / sizeof(Value);
+  cereal::size_type size = 0;
+  ar(cereal::make_size_tag(size));
+  out.clear();
+  out.reserve(static_cast<std::size_t>(std::min<cereal::size_type>(size, chunk)));
+  while (out.size() < size) {
+    std::size_t const done = out.size();
+    auto const take = static_cast<std::size_t>(std::min<cereal::size_type>(size - done, chunk));
+    out.resize(done + take);
+    ar(cereal::binary_data(out.data() + done, take * sizeof(Value)));
+  }
+}
+
+// One field of a record: guarded for binary archives, by name for the others.
+template <class Archive, class T>
+void load_field(Archive& ar, char const* name, T& value) {
+  if constexpr (reads_binary<Archive> && is_flat_sequence<T>::value) {
+    load_sequence(ar, value);
+  } else {
+    ar(cereal::make_nvp(name, value));
+  }
+}
+
+// Saves a span exactly as cereal saves a std::vector of the same elements, so one loader reads
+// both and JSON shows an ordinary array.
+template <class T>
+struct SpanView {
+  std::span<T const> values;
+
+  template <class Archive>
+  void save(Archive& ar) const {
+    ar(cereal::make_size_tag(static_cast<cereal::size_type>(values.size())));
+    if constexpr (writes_binary<Archive>) {
+      ar(cereal::binary_data(values.data(), values.size_bytes()));
+    } else {
+      for (T const& v : values) ar(v);
+    }
+  }
+};
+
+// The one place a record's layout is written: NamedTensor and the no-copy views below share it.
+template <class Archive>
+void save_record(Archive& ar, std::string const& name, std::span<std::uint64_t const> shape,
+                 std::span<float const> data) {
+  ar(cereal::make_nvp("name", name), cereal::make_nvp("shape", SpanView<std::uint64_t>{shape}),
+     cereal::make_nvp("data", SpanView<float>{data}));
+}
+
+}  // namespace detail
+
+/// One record of a weights file or checkpoint: a tensor and its variable's full name. Files hold
+/// an ordered sequence of these because binary archives drop cereal's NVP names; matching by the
+/// stored name lets binary and JSON files be checked the same way. Loading from a binary archive
+/// never allocates more than the bytes actually present (plus 4 MiB), whatever the sizes claim.
+struct NamedTensor {
+  std::string name;
+  std::vector<std::uint64_t> shape;
+  std::vector<float> data;
+
+  template <class Archive>
+  void save(Archive& ar) const {
+    detail::save_record(ar, name, shape, data);
+  }
+  template <class Archive>
+  void load(Archive& ar) {
+    detail::load_field(ar, "name", name);
+    detail::load_field(ar, "shape", shape);
+    detail::load_field(ar, "data", data);
+  }
+
+  friend bool operator==(NamedTensor const&, NamedTensor const&) = default;
+};
+
+namespace detail {
+
+// A record to be written, pointing into a map or a Variables arena instead of copying the floats.
+struct RecordView {
+  std::string const* name;
+  std::vector<std::uint64_t> shape;
+  std::span<float const> data;
+
+  template <class Archive>
+  void save(Archive& ar) const {
+    save_record(ar, *name, shape, data);
+  }
+};
+
+inline std::vector<std::uint64_t> to_dims(Shape const& shape) {
+  return {shape.begin(), shape.end()};
+}
+
+inline std::vector<RecordView> record_views(std::map<std::string, Tensor> const& named) {
+  std::vector<RecordView> views;
+  views.reserve(named.size());
+  for (auto const& [name, tensor] : named) views.push_back({&name, to_dims(tensor.shape), tensor.data});
+  return views;
+}
+
+inline std::vector<RecordView> record_views(Variables const& vars) {
+  std::vector<RecordView> views;
+  views.reserve(vars.size());
+  for (auto const& v : vars.list()) {
+    views.push_back({&v.name, to_dims(v.shape), vars.weights().subspan(v.offset, v.size)});
+  }
+  return views;
+}
+
+// The sequence of records, written like a std::vector<NamedTensor>.
+struct RecordsOut {
+  std::vector<RecordView> const& records;
+
+  template <class Archive>
+  void save(Archive& ar) const {
+    ar(cereal::make_size_tag(static_cast<cereal::size_type>(records.size())));
+    for (auto const& r : records) ar(r);
+  }
+};
+
+// Reads records one at a time into a map: never sized up front from the file, since a damaged
+// binary count would otherwise allocate before the first record is read. Its LoadError messages
+// lack the "convoy: <source>" prefix, which only the caller knows.
+struct RecordsIn {
+  std::map<std::string, Tensor>& named;
+
+  template <class Archive>
+  void load(Archive& ar) {
+    cereal::size_type count = 0;
+    ar(cereal::make_size_tag(count));
+    for (cereal::size_type i = 0; i < count; ++i) {
+      NamedTensor record;
+      ar(record);
+      std::size_t expected = 1;
+      bool overflow = false;
+      Shape shape;
+      shape.reserve(record.shape.size());
+      for (auto dim : record.shape) {
+        overflow = overflow || dim > std::numeric_limits<std::size_t>::max() ||
+                   (dim != 0 && expected > std::numeric_limits<std::size_t>::max() / dim);
+        if (!overflow) expected *= static_cast<std::size_t>(dim);
+        shape.push_back(static_cast<std::size_t>(dim));
+      }
+      if (overflow || expected != record.data.size()) {
+        throw LoadError("record '" + record.name + "' has shape " + to_string(shape) +
+                        (overflow ? " (too large)" : " (" + std::to_string(expected) + " values)") +
+                        " but holds " + std::to_string(record.data.size()) + " values");
+      }
+      auto const name = record.name;
+      if (!named.try_emplace(name, Tensor{std::move(shape), std::move(record.data)}).second) {
+        throw LoadError("record '" + name + "' appears twice");
+      }
+    }
+  }
+};
+
+template <class Archive>
+void save_records(Archive& ar, char const* name, std::vector<RecordView> const& records) {
+  ar(cereal::make_nvp(name, RecordsOut{records}));
+}
+
+template <class Archive>
+void load_records(Archive& ar, char const* name, std::map<std::string, Tensor>& named) {
+  ar(cereal::make_nvp(name, RecordsIn{named}));
+}
+
+inline void write_records(std::ostream& out, std::vector<RecordView> const& records, Format format) {
+  // Each archive is scoped: JSON writes its closing brace only when destroyed.
+  switch (format) {
+    case Format::binary: {
+      cereal::BinaryOutputArchive ar(out);
+      save_records(ar, "tensors", records);
+      break;
+    }
+    case Format::portable_binary: {
+      cereal::PortableBinaryOutputArchive ar(out);
+      save_records(ar, "tensors", records);
+      break;
+    }
+    case Format::json: {
+      cereal::JSONOutputArchive ar(out);
+      save_records(ar, "tensors", records);
+      break;
+    }
+  }
+}
+
+inline std::string error_text(int err) { return std::generic_category().message(err); }
+
+// fsync through a second descriptor: std::ofstream exposes none, and Linux flushes the file's
+// pages whichever descriptor asks.
+inline void sync_file(std::filesystem::path const& path) {
+  int const fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int const err = errno;
+    throw Error("convoy: cannot open '" + path.string() + "' to sync it: " + error_text(err));
+  }
+  int const rc = ::fsync(fd);
+  int const err = errno;
+  ::close(fd);
+  if (rc != 0) throw Error("convoy: cannot sync '" + path.string() + "': " + error_text(err));
+}
+
+// Makes a rename durable. Best effort: the new file is already complete and in place, and some
+// file systems refuse fsync on a directory, so a failure here must not fail the save.
+inline void sync_directory(std::filesystem::path const& dir) {
+  int const fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  static_cast<void>(::fsync(fd));
+  ::close(fd);
+}
+
+// Writes `target` through `write(std::ostream&)` so that readers see the old file or the new one,
+// never a mixture: write `<target>.tmp-<pid>`, flush, fsync, rename over the target, fsync the
+// directory. The temporary file is removed on any failure. Two threads of one process must not
+// write the same target at once (they would share the temporary name).
+template <class Write>
+void write_atomically(std::filesystem::path const& target, Write&& write) {
+  auto temp = target;
+  temp += ".tmp-" + std::to_string(::getpid());
+  try {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      int const err = errno;
+      throw Error("convoy: cannot open '" + temp.string() + "' to write '" + target.string() +
+                  "': " + error_text(err));
+    }
+    std::forward<Write>(write)(static_cast<std::ostream&>(out));
+    out.flush();
+    out.close();
+    if (!out) {
+      int const err = errno;
+      throw Error("convoy: writing '" + temp.string() + "' failed: " + error_text(err));
+    }
+    sync_file(temp);
+    std::error_code ec;
+    std::filesystem::rename(temp, target, ec);
+    if (ec) {
+      throw Error("convoy: cannot rename '" + temp.string() + "' to '" + target.string() +
+                  "': " + ec.message());
+    }
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    throw;
+  }
+  sync_directory(target.parent_path());
+}
+
+// Opens `path` for reading or throws `Exception` naming it: "does not exist" when absent, else the
+// system's reason.
+template <class Exception>
+std::ifstream open_for_reading(std::filesystem::path const& path, std::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    int const err = errno;
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      throw Exception("convoy: " + std::string(what) + " '" + path.string() + "' does not exist");
+    }
+    throw Exception("convoy: cannot open " + std::string(what) + " '" + path.string() +
+                    "': " + error_text(err));
+  }
+  return in;
+}
+
+}  // namespace detail
+
+/// Writes `named` to `out` as a sequence of NamedTensor records in `format`. Blocks on the
+/// stream. Throws cereal::Exception when the stream refuses bytes.
+inline void write_named(std::ostream& out, std::map<std::string, Tensor> const& named,
+                        Format format) {
+  detail::write_records(out, detail::record_views(named), format);
+}
+
+/// Reads what write_named() wrote. `what` names the source in messages (say "'ckpt/w.bin'").
+/// Blocks on the stream. Throws LoadError naming `what` when the bytes cannot be parsed
+/// (truncated, garbage, another format), when a record's value count differs from its shape's, or
+/// when a name appears twice; never crashes on bad input.
+inline std::map<std::string, Tensor> read_named(std::istream& in, Format format,
+                                                std::string const& what) {
+  std::map<std::string, Tensor> named;
+  try {
+    switch (format) {
+      case Format::binary: {
+        cereal::BinaryInputArchive ar(in);
+        detail::load_records(ar, "tensors", named);
+        break;
+      }
+      case Format::portable_binary: {
+        cereal::PortableBinaryInputArchive ar(in);
+        detail::load_records(ar, "tensors", named);
+        break;
+      }
+      case Format::json: {
+        cereal::JSONInputArchive ar(in);
+        detail::load_records(ar, "tensors", named);
+        break;
+      }
+    }
+  } catch (LoadError const& e) {
+    throw LoadError("convoy: " + what + ": " + e.what());
+  } catch (cereal::Exception const& e) {
+    throw LoadError("convoy: " + what + " cannot be read as " + std::string(format_name(format)) +
+                    " weights (cereal: " + e.what() + ")");
+  }
+  return named;
+}
+
+/// Writes `named` to `path` in `format`, atomically (see save_weights). Blocks on file I/O.
+/// Throws convoy::Error naming the path and the system's reason when it cannot be written.
+inline void save_named(std::filesystem::path const& path,
+                       std::map<std::string, Tensor> const& named, Format format) {
+  auto const records = detail::record_views(named);
+  detail::write_atomically(path, [&](std::ostream& out) { detail::write_records(out, records, format); });
+}
+
+/// Reads a file written by save_named() or save_weights(). Blocks on file I/O. Throws
+/// convoy::Error naming the path when it is missing or unreadable, LoadError naming it when its
+/// contents cannot be parsed (see read_named).
+inline std::map<std::string, Tensor> load_named(std::filesystem::path const& path, Format format) {
+  auto in = detail::open_for_reading<Error>(path, "weights file");
+  return read_named(in, format, "'" + path.string() + "'");
+}
+
+/// Saves every variable of `vars` by name to `path`, in `format` or else the one its extension
+/// names (format_for). The file is replaced atomically: written to `<path>.tmp-<pid>`, synced, then
+/// renamed, so a crash leaves the old file or the new one. Blocks on file I/O; `vars` must not be
+/// written meanwhile. Throws convoy::Error for an unknown extension or when the file cannot be
+/// written (naming the path and the system's reason).
+inline void save_weights(std::filesystem::path const& path, Variables const& vars,
+                         std::optional<Format> format = {}) {
+  Format const chosen = format ? *format : format_for(path);
+  auto const records = detail::record_views(vars);
+  detail::write_atomically(path, [&](std::ostream& out) { detail::write_records(out, records, chosen); });
+}
+
+/// Loads weights saved by save_weights() into `vars`, matching records to variables by name.
+/// Blocks on file I/O. Throws convoy::Error when the file is missing or unreadable, and LoadError
+/// naming the path when it cannot be parsed or when any name is unknown, missing or mis-shaped
+/// (the message lists all of them). On any error `vars` is unchanged.
+inline void load_weights(std::filesystem::path const& path, Variables& vars,
+                         std::optional<Format> format = {}) {
+  Format const chosen = format ? *format : format_for(path);
+  auto const named = load_named(path, chosen);
+  vars.check_names(named, "loading '" + path.string() + "'");
+  vars.set_weights(named);
+}
+
+}  // namespace convoy::io
