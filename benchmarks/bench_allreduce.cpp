@@ -38,7 +38,7 @@ double median_seconds(std::size_t threads, int iterations, Work work) {
     start = now;
   });
   auto loop = [&](std::size_t t) {
-    math::use_one_thread_per_replica();
+    math::OneThreadPerReplica const one_thread;
     barrier.arrive_and_wait();
     for (int i = 0; i < iterations; ++i) {
       work(t);
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string const arg = argv[i];
     if (arg == "--replicas") replicas = std::stoul(argv[i + 1]);
-    if (arg == "--iterations") iterations = std::stoi(argv[i + 1]);
+    if (arg == "--iterations") iterations = std::max(3, std::stoi(argv[i + 1]));
   }
   std::printf("in-process synchronous exchange, %zu replica threads, median of %d iterations\n", replicas, iterations);
   std::printf("%12s %14s %14s %10s %14s\n", "arena MB", "copy GB/s", "exchange GB/s", "ratio", "bus GB/s");

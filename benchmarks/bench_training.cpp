@@ -3,7 +3,8 @@
 // samples/sec, the strategy's overhead against the plain loop, and the speed-up of 2 replicas over
 // one; every figure is a ratio to a reference measured in the same run.
 //
-// Run: build/benchmarks/bench_training [--steps N] [--repeats N] [--hidden N]
+// "vs 1 replica" is against the Host strategy. Run:
+//   build/benchmarks/bench_training [--steps N] [--repeats N] [--hidden N] [--batch N]
 #include <convoy/convoy.hpp>
 
 #include <algorithm>
@@ -29,7 +30,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 // The reference: what a user would write without convoy's strategies, with the same sampler,
 // model and optimizer.
 double plain_loop(io::Dataset const& data, std::vector<std::size_t> const& sizes, std::size_t batch, std::int64_t steps) {
-  math::use_one_thread_per_replica();
+  math::OneThreadPerReplica const one_thread;
   nn::Mlp model(sizes);
   optim::Optimizer const sgd = optim::Sgd{0.1f};
   auto state = sgd.make_state(model.variables().element_count());
@@ -69,8 +70,8 @@ int main(int argc, char** argv) {
   std::string source = "fashion-mnist/train";
   try {
     data = io::load_fashion_mnist(io::Split::train);
-  } catch (DatasetError const&) {  // same shape, random pixels: throughput does not depend on them
-    source = "random 60000x784 (Fashion-MNIST not installed)";
+  } catch (DatasetError const&) {  // same shape, constant pixels: throughput does not depend on them
+    source = "constant 60000x784 (Fashion-MNIST not installed)";
     data = io::Dataset{"random", 784, std::vector<float>(60000 * 784, 0.5f), std::vector<std::int32_t>(60000, 1), 0, {}};
   }
   std::vector<std::size_t> const sizes{784, hidden, 10};

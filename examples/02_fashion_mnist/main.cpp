@@ -138,7 +138,7 @@ int main(int argc, char** argv) try {
   using Strategy = convoy::Strategy<convoy::nn::Mlp, convoy::place::Mirrored, convoy::comm::InProcess,
                                     convoy::sync::Synchronous>;
   convoy::Trainer<Strategy> trainer{
-      Strategy{convoy::nn::Mlp{sizes}, convoy::place::Mirrored{.replicas = o.replicas, .log_placement = o.log_placement}},
+      Strategy{convoy::nn::Mlp{sizes}, {.replicas = o.replicas, .log_placement = o.log_placement}},
       make_optimizer(o)};
   // example-end strategy
   std::cout << "convoy " << convoy::version << ": training " << train.name << " (" << train.rows() << " examples) on "

@@ -122,7 +122,7 @@ class Strategy {
     if (replicas() == 1 && !lock_based()) {
       comm::detail::run_single(state_, plan);
     } else if (!lock_based()) {
-      comm::detail::run_allreduce(state_, plan, Placement::shared_weights);
+      comm::detail::run_allreduce(state_, plan, Placement::shared_weights, step_timeout());
     } else {
       comm::detail::run_shared(state_, plan, shared_mode());
     }
@@ -203,6 +203,14 @@ class Strategy {
     }
   }
   bool uses_central() const { return Placement::shared_weights || lock_based(); }
+
+  std::chrono::milliseconds step_timeout() const {
+    if constexpr (std::same_as<Sync, sync::Synchronous>) {
+      return sync_.timeout;
+    } else {
+      return std::chrono::minutes(5);
+    }
+  }
 
   comm::detail::SharedMode shared_mode() const {
     using Kind = comm::detail::SharedMode::Kind;

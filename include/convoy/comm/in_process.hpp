@@ -1,6 +1,7 @@
 // comm::InProcess: replicas are threads of one process and exchange through shared memory. The
 // synchronous reduction is a reduce-scatter followed by an all-gather: thread t owns chunk t of the
-// arena, so every thread moves about 2x the model size per step and none waits on a single summer.
+// arena, so every thread reads and writes about 3x the model's bytes per step, whatever the
+// replica count R, and no thread waits on a single summer.
 #pragma once
 
 #include <string_view>

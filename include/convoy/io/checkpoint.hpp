@@ -36,13 +36,13 @@ namespace convoy::io {
 /// opaque; `replica_steps` holds each replica's own step (asynchronous training lets them differ).
 struct Checkpoint {
   std::map<std::string, Tensor> weights;
-  std::string optimizer;                 ///< Optimizer::name(), to refuse slots of another one
-  std::map<std::string, Tensor> slots;   ///< named_slots(): "<variable>/<slot>"
-  std::int64_t optimizer_updates = 0;
-  std::int64_t step = 0;
-  std::int64_t global_step = 0;
+  std::string optimizer;                ///< Optimizer::name(), to refuse slots of another one
+  std::map<std::string, Tensor> slots;  ///< named_slots(): "<variable>/<slot>"
+  std::int64_t optimizer_updates = 0;   ///< OptimizerState::updates (Adam's bias correction)
+  std::int64_t step = 0;                ///< this process's completed steps; names the file
+  std::int64_t global_step = 0;         ///< updates applied to the shared weights, all replicas
   std::vector<std::int64_t> replica_steps;
-  std::uint64_t data_seed = 0;
+  std::uint64_t data_seed = 0;  ///< the sampler's seed, so the data order resumes unchanged
   std::string rng_state;
 };
 
@@ -85,8 +85,7 @@ inline std::uint32_t crc32_update(std::uint32_t crc, char const* data, std::size
   // zlib's length is a uInt; feed it in pieces so payloads over 4 GiB are summed whole.
   while (size > 0) {
     auto const piece = static_cast<uInt>(std::min<std::size_t>(size, std::size_t{1} << 30));
-    crc = static_cast<std::uint32_t>(
-        ::crc32(crc, reinterpret_cast<Bytef const*>(data), piece));
+    crc = static_cast<std::uint32_t>(::crc32(crc, reinterpret_cast<Bytef const*>(data), piece));
     data += piece;
     size -= piece;
   }
@@ -177,7 +176,8 @@ inline std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpoi
     if (!entry.is_regular_file(ec)) continue;
     if (auto step = checkpoint_step(entry.path())) found.emplace_back(*step, entry.path());
   }
-  std::sort(found.begin(), found.end(), [](auto const& a, auto const& b) { return a.first > b.first; });
+  std::sort(found.begin(), found.end(),
+            [](auto const& a, auto const& b) { return a.first > b.first; });
   return found;
 }
 
@@ -255,8 +255,11 @@ inline Checkpoint load_checkpoint(std::filesystem::path const& file) {
   in.read(header.data(), static_cast<std::streamsize>(header.size()));
   auto const got = static_cast<std::size_t>(in.gcount());
 
+  // Checked in this order so each message names the real fault: a foreign file would otherwise be
+  // reported as truncated or damaged, and a cut file as damaged.
   std::size_t const magic_seen = std::min(got, detail::checkpoint_magic.size());
-  if (std::string_view(header.data(), magic_seen) != detail::checkpoint_magic.substr(0, magic_seen)) {
+  if (std::string_view(header.data(), magic_seen) !=
+      detail::checkpoint_magic.substr(0, magic_seen)) {
     throw fail("is not a convoy checkpoint (it does not start with \"CONVOYCK\")");
   }
   if (got < header.size()) {
@@ -275,6 +278,7 @@ inline Checkpoint load_checkpoint(std::filesystem::path const& file) {
     throw fail("is truncated: the header promises " + std::to_string(length) +
                " payload bytes, found " + std::to_string(found));
   }
+  // Extra bytes mean the length field itself is wrong, so the payload boundary cannot be trusted.
   if (found > length) {
     throw fail("is damaged: " + std::to_string(found - length) +
                " unexpected bytes follow its payload of " + std::to_string(length));
@@ -307,6 +311,7 @@ inline Checkpoint load_checkpoint(std::filesystem::path const& file) {
   } catch (LoadError const& e) {
     throw fail("has a payload that cannot be parsed: " + std::string(e.what()));
   }
+  // A checksum-valid payload that parses short was written by another layout: refuse, not guess.
   auto const end = static_cast<std::uint64_t>(in.tellg());
   if (end != file_size) {
     throw fail("has a payload that cannot be parsed: " + std::to_string(file_size - end) +

@@ -50,7 +50,9 @@ class Sampler {
   std::size_t steps_per_epoch() const { return rows_ / batch_; }
   std::size_t rows_per_replica() const { return batch_ / replicas_; }
 
-  /// Gathers replica `replica`'s rows of global step `step` (0-based) into `buf`; returns the view.
+  /// Gathers replica `replica`'s slice of global batch number `step` (0-based) into `buf`; returns
+  /// the view. Synchronous training passes the step every replica is at; asynchronous training
+  /// passes each replica's own step count, so every replica still walks its own slice of the data.
   /// Throws DatasetError for a replica, step or dataset this sampler was not made for.
   Batch fill(Dataset const& data, std::size_t replica, std::int64_t step, BatchBuffer& buf) const {
     if (replica >= replicas_ || step < 0 || data.rows() != rows_) {

@@ -6,14 +6,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cereal/archives/binary.hpp>
 #include <cereal/archives/json.hpp>
 #include <cereal/archives/portable_binary.hpp>
 #include <cereal/cereal.hpp>
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
-
-#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -45,15 +44,18 @@ enum class Format { binary, portable_binary, json };
 /// "binary", "portable binary" or "JSON", for messages.
 inline std::string_view format_name(Format format) {
   switch (format) {
-    case Format::binary: return "binary";
-    case Format::portable_binary: return "portable binary";
-    case Format::json: return "JSON";
+    case Format::binary:
+      return "binary";
+    case Format::portable_binary:
+      return "portable binary";
+    case Format::json:
+      return "JSON";
   }
   return "unknown";
 }
 
-/// The format a file name asks for: ".bin", ".pbin" or ".json". Throws convoy::Error naming the path
-/// and the three extensions for anything else. Does not touch the file system.
+/// The format a file name asks for: ".bin", ".pbin" or ".json". Throws convoy::Error naming the
+/// path and the three extensions for anything else. Does not touch the file system.
 inline Format format_for(std::filesystem::path const& path) {
   auto const ext = path.extension();
   if (ext == ".bin") return Format::binary;
@@ -80,8 +82,9 @@ struct is_flat_sequence : std::false_type {};
 template <>
 struct is_flat_sequence<std::string> : std::true_type {};
 template <class T>
-  requires std::is_arithmetic_v<T> && (!std::is_same_v<T, bool>)
-struct is_flat_sequence<std::vector<T>> : std::true_type {};
+requires std::is_arithmetic_v<T> &&
+    (!std::is_same_v<T, bool>)struct is_flat_sequence<std::vector<T>> : std::true_type {
+};
 
 // Elements read per step of load_sequence: 4 MiB, so a damaged size field costs at most that much
 // memory before the read fails, while a genuine large tensor still loads in few calls.
@@ -188,7 +191,8 @@ inline std::vector<std::uint64_t> to_dims(Shape const& shape) {
 inline std::vector<RecordView> record_views(std::map<std::string, Tensor> const& named) {
   std::vector<RecordView> views;
   views.reserve(named.size());
-  for (auto const& [name, tensor] : named) views.push_back({&name, to_dims(tensor.shape), tensor.data});
+  for (auto const& [name, tensor] : named)
+    views.push_back({&name, to_dims(tensor.shape), tensor.data});
   return views;
 }
 
@@ -258,7 +262,8 @@ void load_records(Archive& ar, char const* name, std::map<std::string, Tensor>& 
   ar(cereal::make_nvp(name, RecordsIn{named}));
 }
 
-inline void write_records(std::ostream& out, std::vector<RecordView> const& records, Format format) {
+inline void write_records(std::ostream& out, std::vector<RecordView> const& records,
+                          Format format) {
   // Each archive is scoped: JSON writes its closing brace only when destroyed.
   switch (format) {
     case Format::binary: {
@@ -393,6 +398,7 @@ inline std::map<std::string, Tensor> read_named(std::istream& in, Format format,
       }
     }
   } catch (LoadError const& e) {
+    // Record errors are raised deep inside cereal, which does not know the source's name.
     throw LoadError("convoy: " + what + ": " + e.what());
   } catch (cereal::Exception const& e) {
     throw LoadError("convoy: " + what + " cannot be read as " + std::string(format_name(format)) +
@@ -406,7 +412,8 @@ inline std::map<std::string, Tensor> read_named(std::istream& in, Format format,
 inline void save_named(std::filesystem::path const& path,
                        std::map<std::string, Tensor> const& named, Format format) {
   auto const records = detail::record_views(named);
-  detail::write_atomically(path, [&](std::ostream& out) { detail::write_records(out, records, format); });
+  detail::write_atomically(path,
+                           [&](std::ostream& out) { detail::write_records(out, records, format); });
 }
 
 /// Reads a file written by save_named() or save_weights(). Blocks on file I/O. Throws
@@ -426,7 +433,8 @@ inline void save_weights(std::filesystem::path const& path, Variables const& var
                          std::optional<Format> format = {}) {
   Format const chosen = format ? *format : format_for(path);
   auto const records = detail::record_views(vars);
-  detail::write_atomically(path, [&](std::ostream& out) { detail::write_records(out, records, chosen); });
+  detail::write_atomically(path,
+                           [&](std::ostream& out) { detail::write_records(out, records, chosen); });
 }
 
 /// Loads weights saved by save_weights() into `vars`, matching records to variables by name.
@@ -436,6 +444,7 @@ inline void save_weights(std::filesystem::path const& path, Variables const& var
 inline void load_weights(std::filesystem::path const& path, Variables& vars,
                          std::optional<Format> format = {}) {
   Format const chosen = format ? *format : format_for(path);
+  // Read the whole file before touching `vars`, so a bad file cannot leave it half loaded.
   auto const named = load_named(path, chosen);
   vars.check_names(named, "loading '" + path.string() + "'");
   vars.set_weights(named);

@@ -14,18 +14,37 @@
 #include <thrust/system/cpp/execution_policy.h>
 #include <thrust/system/omp/execution_policy.h>
 
-// OpenBLAS's own knob; weak so that any other CBLAS links too (the call is then skipped).
+// OpenBLAS's own knobs; weak so that any other CBLAS links too (the calls are then skipped).
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+extern "C" int openblas_get_num_threads() __attribute__((weak));
 
 namespace convoy::math {
 
-/// Makes the calling thread's math single-threaded: one OpenMP thread for Thrust and one BLAS
-/// thread. Each replica runs on its own thread, so more threads per replica would only oversubscribe
-/// the cores. OpenBLAS's setting is process-wide; the OpenMP one is per thread.
-inline void use_one_thread_per_replica() {
-  omp_set_num_threads(1);
-  if (openblas_set_num_threads != nullptr) openblas_set_num_threads(1);
-}
+/// While alive, the calling thread's math is single-threaded: one OpenMP thread for Thrust and one
+/// BLAS thread. Each replica runs on its own thread, so more threads per replica would only
+/// oversubscribe the cores. Restores the previous settings when it ends, so the thread that called
+/// a strategy's run() gets its own settings back. OpenBLAS's setting is process-wide, the OpenMP
+/// one per thread: construct on every replica thread, and do not run two strategies at once if
+/// other code in the process relies on OpenBLAS's thread count.
+class OneThreadPerReplica {
+ public:
+  OneThreadPerReplica()
+      : omp_threads_(omp_get_max_threads()),
+        blas_threads_(openblas_get_num_threads != nullptr ? openblas_get_num_threads() : 0) {
+    omp_set_num_threads(1);
+    if (openblas_set_num_threads != nullptr) openblas_set_num_threads(1);
+  }
+  ~OneThreadPerReplica() {
+    omp_set_num_threads(omp_threads_);
+    if (openblas_set_num_threads != nullptr && blas_threads_ > 0) openblas_set_num_threads(blas_threads_);
+  }
+  OneThreadPerReplica(OneThreadPerReplica const&) = delete;
+  OneThreadPerReplica& operator=(OneThreadPerReplica const&) = delete;
+
+ private:
+  int omp_threads_;
+  int blas_threads_;
+};
 
 /// Calls f(i) for i in [0, n) through Thrust: its OpenMP system when the calling thread may use more
 /// than one OpenMP thread, else its sequential system, because a one-thread OpenMP team adds about

@@ -11,8 +11,9 @@
 namespace convoy {
 
 /// What happened in one step. In synchronous training `step` counts updates of the model and
-/// `global_step` the gradients they used (replicas x steps, less dropped ones); in asynchronous
-/// training `global_step` is the sum of all replicas' steps and `local_step` the reporting replica's.
+/// `global_step` the gradients they used (replicas x steps; replicas_to_aggregate x steps when only
+/// M gradients are aggregated, dropped ones not counted); in asynchronous training `global_step` is
+/// the sum of all replicas' steps and `local_step` the reporting replica's.
 struct StepReport {
   std::int64_t step = 0;         ///< updates applied to the weights so far
   std::int64_t global_step = 0;  ///< gradients applied so far, over all replicas

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <barrier>
 #include <chrono>
 #include <cstring>
 #include <span>
@@ -17,6 +16,7 @@
 #include "../../math/host.hpp"
 #include "../../train/step.hpp"
 #include "replica_state.hpp"
+#include "step_barrier.hpp"
 
 namespace convoy::comm::detail {
 
@@ -50,9 +50,10 @@ inline void reduce_and_apply(std::span<float const* const> grads, std::size_t be
 }
 
 /// Runs `plan` with one thread per replica (the calling thread is replica 0). Blocks until the run
-/// ends; rethrows the first exception a replica raised after every thread has stopped.
+/// ends; rethrows the first exception a replica raised after every thread has stopped. A replica
+/// that keeps the others waiting longer than `timeout` is named on std::clog.
 template <class M>
-void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights) {
+void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights, std::chrono::milliseconds timeout) {
   std::size_t const replicas = s.replicas.size();
   std::size_t const n = s.replicas[0].variables().element_count();
   if (s.step >= plan.until) return;
@@ -67,22 +68,21 @@ void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights)
   std::vector<double> seconds(replicas);
   FirstError error;
   std::atomic<bool> failed{false};
-  bool stop = false;  // written only by the barrier's completion, read after the barrier
-  int const phases = shared_weights ? 2 : 3;
-  int phase = 0;
+  bool stop = false;  // written only by a barrier's completion, read after the barrier
+  StepBarrier barrier(replicas, timeout);
 
-  auto complete_phase = [&]() noexcept {
+  auto after_gradients = [&]() noexcept {
     if (failed.load()) stop = true;
-    if (++phase < phases || stop) return;
-    phase = 0;
+  };
+  auto after_update = [&]() noexcept {
     ++s.step;
     ++s.slots.updates;
     s.global_step += static_cast<std::int64_t>(replicas);
     for (auto& local : s.local_steps) ++local;
     float loss = 0.0f;
     for (float l : losses) loss += l;
-    StepReport report{s.step, s.global_step, s.local_steps[0], 0, loss / static_cast<float>(replicas),
-                      seconds[0], s.dropped, 0};
+    StepReport const report{s.step, s.global_step, s.local_steps[0], 0, loss / static_cast<float>(replicas),
+                            seconds[0], s.dropped, 0};
     try {
       if (plan.after_step && !plan.after_step(report)) stop = true;
     } catch (...) {
@@ -91,10 +91,10 @@ void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights)
     }
     if (s.step >= plan.until) stop = true;
   };
-  std::barrier barrier(static_cast<std::ptrdiff_t>(replicas), complete_phase);
+  auto nothing = []() noexcept {};
 
   auto replica_loop = [&](std::size_t r) {
-    math::use_one_thread_per_replica();
+    math::OneThreadPerReplica const one_thread;
     auto& model = s.replicas[r];
     auto [begin, end] = chunk_bounds(n, replicas, r);
     std::span<float> target = shared_weights ? std::span<float>(s.central) : model.variables().weights();
@@ -108,23 +108,28 @@ void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights)
         error.capture();
         failed = true;
       }
-      barrier.arrive_and_wait();
+      barrier.arrive_and_wait(r, after_gradients);
       if (stop) return;
+      // Reduce-scatter with the update fused: this thread owns [begin, end) of every arena.
       reduce_and_apply(grads, begin, end, target, s.optimizer, s.slots, s.slots.updates + 1);
-      barrier.arrive_and_wait();
-      if (!shared_weights) {
+      if (shared_weights) {
+        barrier.arrive_and_wait(r, after_update);
+      } else {
+        barrier.arrive_and_wait(r, nothing);
+        // All-gather: copy the chunks the other threads updated into this replica's weights.
         for (std::size_t u = 0; u < replicas; ++u) {
           if (u == r) continue;
           auto [b, e] = chunk_bounds(n, replicas, u);
           std::memcpy(weights[r] + b, weights[u] + b, (e - b) * sizeof(float));
         }
-        barrier.arrive_and_wait();
+        barrier.arrive_and_wait(r, after_update);
       }
       if (stop) return;
     }
   };
 
   {
+    math::OneThreadPerReplica const caller;  // outlives every replica thread: BLAS stays at one thread
     std::vector<std::jthread> threads;
     for (std::size_t r = 1; r < replicas; ++r) threads.emplace_back(replica_loop, r);
     replica_loop(0);
@@ -135,7 +140,7 @@ void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights)
 /// One replica on the calling thread: compute, update, report. No barrier, no copy.
 template <class M>
 void run_single(ReplicaState<M>& s, RunPlan const& plan) {
-  math::use_one_thread_per_replica();
+  math::OneThreadPerReplica const one_thread;
   auto& vars = s.replicas[0].variables();
   while (s.step < plan.until) {
     Batch const batch = plan.batch(0, s.local_steps[0]);

@@ -65,7 +65,7 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
   };
 
   auto replica_loop = [&](std::size_t r) {
-    math::use_one_thread_per_replica();
+    math::OneThreadPerReplica const one_thread;
     auto& vars = s.replicas[r].variables();
     for (;;) {
       std::int64_t tag = 0, lead = 0;
@@ -169,6 +169,7 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
   };
 
   {
+    math::OneThreadPerReplica const caller;  // outlives every replica thread: BLAS stays at one thread
     std::vector<std::jthread> threads;
     for (std::size_t r = 1; r < replicas; ++r) threads.emplace_back(replica_loop, r);
     replica_loop(0);

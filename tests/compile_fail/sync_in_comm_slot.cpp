@@ -1,0 +1,15 @@
+// A synchronization policy given where the communication policy belongs.
+// expected-error: third argument must be a communication policy
+#include <cstddef>
+
+#include <convoy/nn/mlp.hpp>
+#include <convoy/strategy.hpp>
+
+namespace {
+
+using Rejected = convoy::Strategy<convoy::nn::Mlp, convoy::place::Mirrored, convoy::sync::Synchronous,
+                                  convoy::sync::Synchronous>;
+
+}  // namespace
+
+std::size_t const size_of_rejected = sizeof(Rejected);

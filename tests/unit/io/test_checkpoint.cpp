@@ -1,0 +1,282 @@
+// ctest-labels: unit fault
+// Checkpoints: every field survives a round trip; latest_checkpoint and pruning go by step; and a
+// missing, truncated, damaged, foreign or newer-version file is refused with a message saying so.
+#include <doctest/doctest.h>
+#include <zlib.h>
+
+#include <convoy/io/checkpoint.hpp>
+#include <convoy/optim/optimizer.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "temp_dir.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using convoy::io::Checkpoint;
+
+Checkpoint make_checkpoint(std::int64_t step) {
+  convoy::Variables vars;
+  vars.add("dense/kernel", {3, 4});
+  vars.add("dense/bias", {4});
+  for (std::size_t i = 0; i < vars.element_count(); ++i) {
+    vars.weights()[i] = static_cast<float>(i) * 0.25f - 1.0f + static_cast<float>(step);
+  }
+  convoy::optim::Optimizer const adam{convoy::optim::Adam{}};
+  auto state = adam.make_state(vars.element_count());
+  for (std::size_t i = 0; i < vars.element_count(); ++i) {
+    state.slots[0][i] = static_cast<float>(i) * 0.5f;
+    state.slots[1][i] = static_cast<float>(i) * 0.125f + 3.0f;
+  }
+
+  std::mt19937_64 rng(99);
+  rng.discard(1000);
+  std::ostringstream rng_text;
+  rng_text << rng;
+
+  Checkpoint c;
+  c.weights = vars.get_weights();
+  c.optimizer = std::string(adam.name());
+  c.slots = convoy::optim::named_slots(adam, state, vars);
+  c.optimizer_updates = 17;
+  c.step = step;
+  c.global_step = 4 * step + 3;
+  c.replica_steps = {step, step - 1, step + 2};
+  c.data_seed = 0xfeedfacecafebeefULL;
+  c.rng_state = rng_text.str();
+  return c;
+}
+
+std::string read_file(fs::path const& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void write_file(fs::path const& path, std::string const& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::set<std::string> file_names(fs::path const& dir) {
+  std::set<std::string> names;
+  for (auto const& entry : fs::directory_iterator(dir)) names.insert(entry.path().filename());
+  return names;
+}
+
+// The message of the CheckpointError load_checkpoint(file) throws, or "" when it throws nothing.
+std::string load_error(fs::path const& file) {
+  try {
+    convoy::io::load_checkpoint(file);
+  } catch (convoy::CheckpointError const& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(std::string const& text, std::string const& part) {
+  return text.find(part) != std::string::npos;
+}
+
+constexpr std::size_t header_size = 24;
+
+}  // namespace
+
+TEST_CASE("a checkpoint round trip restores every field") {
+  convoy::testing::TempDir dir("ckpt-roundtrip");
+  auto const saved = make_checkpoint(42);
+  auto const file = convoy::io::save_checkpoint(dir.path, saved);
+  CHECK(file == dir / "checkpoint-0000000042.convoy");
+  REQUIRE(fs::exists(file));
+
+  auto const loaded = convoy::io::load_checkpoint(file);
+  CHECK(loaded.weights == saved.weights);
+  CHECK(loaded.weights.size() == 2);
+  CHECK(loaded.optimizer == "Adam");
+  CHECK(loaded.slots == saved.slots);
+  CHECK(loaded.slots.size() == 4);
+  CHECK(loaded.optimizer_updates == 17);
+  CHECK(loaded.step == 42);
+  CHECK(loaded.global_step == 171);
+  CHECK(loaded.replica_steps == std::vector<std::int64_t>{42, 41, 44});
+  CHECK(loaded.data_seed == 0xfeedfacecafebeefULL);
+  CHECK(loaded.rng_state == saved.rng_state);
+
+  // The RNG text restores a generator that continues where the saved one stood.
+  std::mt19937_64 expected(99);
+  expected.discard(1000);
+  std::mt19937_64 restored;
+  std::istringstream(loaded.rng_state) >> restored;
+  CHECK(restored() == expected());
+}
+
+TEST_CASE("the file starts with the documented little-endian header") {
+  convoy::testing::TempDir dir("ckpt-header");
+  auto const bytes = read_file(convoy::io::save_checkpoint(dir.path, make_checkpoint(1)));
+  REQUIRE(bytes.size() > header_size);
+  CHECK(bytes.substr(0, 8) == "CONVOYCK");
+  CHECK(bytes.substr(8, 4) == std::string("\x01\x00\x00\x00", 4));
+  std::uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = length << 8 | static_cast<unsigned char>(bytes[12 + i]);
+  CHECK(length == bytes.size() - header_size);
+  std::uint32_t stored = 0;
+  for (int i = 3; i >= 0; --i) stored = stored << 8 | static_cast<unsigned char>(bytes[20 + i]);
+  auto const payload = bytes.substr(header_size);
+  CHECK(stored == ::crc32(0L, reinterpret_cast<Bytef const*>(payload.data()),
+                          static_cast<uInt>(payload.size())));
+}
+
+TEST_CASE("latest_checkpoint picks the highest step and ignores other files") {
+  convoy::testing::TempDir dir("ckpt-latest");
+  CHECK_FALSE(convoy::io::latest_checkpoint(dir / "absent").has_value());
+  CHECK_FALSE(convoy::io::latest_checkpoint(dir.path).has_value());
+
+  for (std::int64_t step : {5, 120, 30})
+    convoy::io::save_checkpoint(dir.path, make_checkpoint(step), 0);
+  write_file(dir / "checkpoint-0000000999.convoy.tmp-12345", "half written");
+  write_file(dir / "checkpoint-abc.convoy", "x");
+  write_file(dir / "checkpoint-.convoy", "x");
+  write_file(dir / "notes.txt", "x");
+  fs::create_directory(dir / "checkpoint-0000005000.convoy");  // a directory, not a checkpoint
+
+  auto const latest = convoy::io::latest_checkpoint(dir.path);
+  REQUIRE(latest.has_value());
+  CHECK(*latest == dir / "checkpoint-0000000120.convoy");
+  CHECK(convoy::io::load_checkpoint(*latest).step == 120);
+
+  // Steps past ten digits still compare as numbers, not as text.
+  convoy::io::save_checkpoint(dir.path, make_checkpoint(12345678901), 0);
+  CHECK(convoy::io::latest_checkpoint(dir.path) == dir / "checkpoint-12345678901.convoy");
+}
+
+TEST_CASE("save_checkpoint keeps the newest three by default and leaves other files alone") {
+  convoy::testing::TempDir dir("ckpt-keep");
+  write_file(dir / "notes.txt", "x");
+  for (std::int64_t step = 1; step <= 5; ++step) {
+    convoy::io::save_checkpoint(dir.path, make_checkpoint(step * 10));
+  }
+  CHECK(file_names(dir.path) == std::set<std::string>{"checkpoint-0000000030.convoy",
+                                                      "checkpoint-0000000040.convoy",
+                                                      "checkpoint-0000000050.convoy", "notes.txt"});
+  convoy::io::save_checkpoint(dir.path, make_checkpoint(60), 1);
+  CHECK(file_names(dir.path) == std::set<std::string>{"checkpoint-0000000060.convoy", "notes.txt"});
+
+  // An older step saved after newer ones is kept: it was just written.
+  convoy::io::save_checkpoint(dir.path, make_checkpoint(7), 1);
+  CHECK(file_names(dir.path) == std::set<std::string>{"checkpoint-0000000007.convoy",
+                                                      "checkpoint-0000000060.convoy", "notes.txt"});
+}
+
+TEST_CASE("save_checkpoint creates the directory and refuses a negative step") {
+  convoy::testing::TempDir dir("ckpt-create");
+  auto const file = convoy::io::save_checkpoint(dir / "a" / "b", make_checkpoint(0));
+  CHECK(file == dir / "a" / "b" / "checkpoint-0000000000.convoy");
+  CHECK(fs::exists(file));
+  CHECK_THROWS_AS(convoy::io::save_checkpoint(dir.path, make_checkpoint(-1)),
+                  convoy::CheckpointError);
+}
+
+TEST_CASE("a truncated checkpoint is refused, saying how many bytes were expected and found") {
+  convoy::testing::TempDir dir("ckpt-truncated");
+  auto const file = convoy::io::save_checkpoint(dir.path, make_checkpoint(3));
+  auto const whole = read_file(file);
+  auto const payload = whole.size() - header_size;
+
+  SUBCASE("by one byte") {
+    write_file(file, whole.substr(0, whole.size() - 1));
+    auto const message = load_error(file);
+    CHECK(contains(message, "truncated"));
+    CHECK(contains(message, file.string()));
+    CHECK(contains(
+        message, std::to_string(payload) + " payload bytes, found " + std::to_string(payload - 1)));
+  }
+  SUBCASE("by half") {
+    write_file(file, whole.substr(0, whole.size() / 2));
+    auto const message = load_error(file);
+    CHECK(contains(message, "truncated"));
+    CHECK(contains(message, file.string()));
+  }
+  SUBCASE("inside the header") {
+    write_file(file, whole.substr(0, 10));
+    auto const message = load_error(file);
+    CHECK(contains(message, "truncated"));
+    CHECK(contains(message, "found 10"));
+  }
+  SUBCASE("to nothing") {
+    write_file(file, "");
+    CHECK(contains(load_error(file), "truncated"));
+  }
+}
+
+TEST_CASE("one flipped payload byte fails the checksum") {
+  convoy::testing::TempDir dir("ckpt-flipped");
+  auto const file = convoy::io::save_checkpoint(dir.path, make_checkpoint(3));
+  auto const whole = read_file(file);
+  for (std::size_t at : {header_size, header_size + 40, whole.size() - 1}) {
+    CAPTURE(at);
+    auto damaged = whole;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0x10);
+    write_file(file, damaged);
+    auto const message = load_error(file);
+    CHECK(contains(message, "checksum mismatch"));
+    CHECK(contains(message, file.string()));
+  }
+}
+
+TEST_CASE("bytes appended after the payload are refused") {
+  convoy::testing::TempDir dir("ckpt-appended");
+  auto const file = convoy::io::save_checkpoint(dir.path, make_checkpoint(3));
+  write_file(file, read_file(file) + "xyz");
+  CHECK(contains(load_error(file), "3 unexpected bytes"));
+}
+
+TEST_CASE("a file without the magic is not a convoy checkpoint") {
+  convoy::testing::TempDir dir("ckpt-magic");
+  auto const file = convoy::io::save_checkpoint(dir.path, make_checkpoint(3));
+  auto bytes = read_file(file);
+  bytes[0] = 'X';
+  write_file(file, bytes);
+  CHECK(contains(load_error(file), "not a convoy checkpoint"));
+  write_file(file, "{\"weights\": []}\n");
+  CHECK(contains(load_error(file), "not a convoy checkpoint"));
+}
+
+TEST_CASE("another format version is refused with both versions named") {
+  convoy::testing::TempDir dir("ckpt-version");
+  auto const file = convoy::io::save_checkpoint(dir.path, make_checkpoint(3));
+  auto bytes = read_file(file);
+  bytes[8] = '\x02';
+  write_file(file, bytes);
+  CHECK(contains(load_error(file), "format version 2, this build reads 1"));
+}
+
+TEST_CASE("a payload with a valid checksum that cereal cannot parse is refused") {
+  convoy::testing::TempDir dir("ckpt-unparsable");
+  auto const file = dir / "checkpoint-0000000001.convoy";
+  std::string const payload = std::string(1, '\x01') + std::string(40, '\xff');
+  auto const crc = static_cast<std::uint32_t>(::crc32(
+      0L, reinterpret_cast<Bytef const*>(payload.data()), static_cast<uInt>(payload.size())));
+  std::string header = "CONVOYCK";
+  for (int i = 0; i < 4; ++i) header += static_cast<char>(i == 0 ? 1 : 0);
+  for (int i = 0; i < 8; ++i) header += static_cast<char>((payload.size() >> (8 * i)) & 0xff);
+  for (int i = 0; i < 4; ++i) header += static_cast<char>((crc >> (8 * i)) & 0xff);
+  write_file(file, header + payload);
+  auto const message = load_error(file);
+  CHECK(contains(message, "cannot be parsed"));
+  CHECK(contains(message, file.string()));
+}
+
+TEST_CASE("a missing checkpoint is refused by name") {
+  convoy::testing::TempDir dir("ckpt-missing");
+  auto const file = dir / "checkpoint-0000000001.convoy";
+  auto const message = load_error(file);
+  CHECK(contains(message, file.string()));
+  CHECK(contains(message, "does not exist"));
+}

@@ -1,0 +1,322 @@
+// Weights files: round trips in every format, name-by-name checking on load, and refusal (never a
+// crash) of missing, truncated, garbage and inconsistent files.
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cfloat>
+#include <convoy/io/weights.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "temp_dir.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using convoy::Variables;
+using convoy::io::Format;
+
+// Values whose bits a lossy format would change: a denormal, negative zero, the extremes, and
+// fractions with no short decimal form.
+std::vector<float> tricky_values(std::size_t count, float offset) {
+  std::vector<float> values{1e-40f, -0.0f, FLT_MAX, -FLT_MIN, 1.0f / 3.0f, 0.1f};
+  for (std::size_t i = values.size(); i < count; ++i) {
+    values.push_back(offset + static_cast<float>(i) * 0.3711f - 2.0f / 7.0f);
+  }
+  values.resize(count);
+  return values;
+}
+
+Variables make_dense(float offset) {
+  Variables vars;
+  auto kernel = vars.add("dense/kernel", {3, 4});
+  auto bias = vars.add("dense/bias", {4});
+  auto k = tricky_values(12, offset);
+  auto b = tricky_values(4, offset + 100.0f);
+  std::copy(k.begin(), k.end(), vars.value(kernel).begin());
+  std::copy(b.begin(), b.end(), vars.value(bias).begin());
+  return vars;
+}
+
+std::vector<std::uint32_t> bits(Variables const& vars) {
+  std::vector<std::uint32_t> out;
+  for (float f : vars.weights()) out.push_back(std::bit_cast<std::uint32_t>(f));
+  return out;
+}
+
+std::string read_file(fs::path const& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void write_file(fs::path const& path, std::string const& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// The message of the LoadError `load` throws, or "" when it throws nothing.
+template <class Load>
+std::string load_error(Load&& load) {
+  try {
+    load();
+  } catch (convoy::LoadError const& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct Case {
+  char const* file;
+  Format format;
+};
+constexpr Case all_formats[] = {
+    {"w.bin", Format::binary}, {"w.pbin", Format::portable_binary}, {"w.json", Format::json}};
+
+}  // namespace
+
+TEST_CASE("format_for maps the three extensions and names the path and choices otherwise") {
+  CHECK(convoy::io::format_for("a/w.bin") == Format::binary);
+  CHECK(convoy::io::format_for("a/w.pbin") == Format::portable_binary);
+  CHECK(convoy::io::format_for("a/w.json") == Format::json);
+  try {
+    convoy::io::format_for("a/weights.txt");
+    FAIL("format_for accepted .txt");
+  } catch (convoy::Error const& e) {
+    std::string const message = e.what();
+    CHECK(message.find("a/weights.txt") != std::string::npos);
+    CHECK(message.find(".bin") != std::string::npos);
+    CHECK(message.find(".pbin") != std::string::npos);
+    CHECK(message.find(".json") != std::string::npos);
+  }
+}
+
+TEST_CASE("save_weights with an unknown extension throws and writes nothing") {
+  convoy::testing::TempDir dir("weights-ext");
+  auto vars = make_dense(0.0f);
+  CHECK_THROWS_WITH_AS(convoy::io::save_weights(dir / "w.txt", vars), doctest::Contains("w.txt"),
+                       convoy::Error);
+  CHECK(fs::is_empty(dir.path));
+}
+
+TEST_CASE("every format restores bit-identical weights into a fresh set with the same names") {
+  convoy::testing::TempDir dir("weights-roundtrip");
+  auto const saved = make_dense(1.5f);
+  for (auto const& c : all_formats) {
+    CAPTURE(c.file);
+    convoy::io::save_weights(dir / c.file, saved);
+    auto loaded = make_dense(-7.0f);
+    REQUIRE(bits(loaded) != bits(saved));
+    convoy::io::load_weights(dir / c.file, loaded);
+    CHECK(bits(loaded) == bits(saved));
+  }
+}
+
+TEST_CASE("an explicit format overrides the extension") {
+  convoy::testing::TempDir dir("weights-explicit");
+  auto const saved = make_dense(2.0f);
+  convoy::io::save_weights(dir / "w.bin", saved, Format::json);
+  CHECK(read_file(dir / "w.bin").find("\"dense/kernel\"") != std::string::npos);
+  auto loaded = make_dense(0.0f);
+  convoy::io::load_weights(dir / "w.bin", loaded, Format::json);
+  CHECK(bits(loaded) == bits(saved));
+}
+
+TEST_CASE("a JSON weights file holds the variable names as text") {
+  convoy::testing::TempDir dir("weights-json");
+  convoy::io::save_weights(dir / "w.json", make_dense(0.0f));
+  auto const text = read_file(dir / "w.json");
+  CHECK(text.find("\"dense/kernel\"") != std::string::npos);
+  CHECK(text.find("\"dense/bias\"") != std::string::npos);
+}
+
+TEST_CASE("a stream round trip through write_named/read_named keeps names, shapes and values") {
+  std::map<std::string, convoy::Tensor> named{
+      {"a/scalar", convoy::Tensor{{}, {4.25f}}},
+      {"a/empty", convoy::Tensor{{0, 3}, {}}},
+      {"b/matrix", convoy::Tensor{{2, 3}, tricky_values(6, 9.0f)}},
+  };
+  for (auto const& c : all_formats) {
+    CAPTURE(c.file);
+    std::stringstream stream;
+    convoy::io::write_named(stream, named, c.format);
+    auto const back = convoy::io::read_named(stream, c.format, "'memory'");
+    REQUIRE(back.size() == named.size());
+    for (auto const& [name, tensor] : named) {
+      CAPTURE(name);
+      REQUIRE(back.contains(name));
+      CHECK(back.at(name).shape == tensor.shape);
+      CHECK(back.at(name) == tensor);
+    }
+  }
+}
+
+TEST_CASE("loading into mismatched variables names every offender and changes nothing") {
+  convoy::testing::TempDir dir("weights-mismatch");
+  Variables saved;
+  saved.add("dense/kernel", {3, 4});
+  saved.add("dense/bias", {4});
+  saved.add("old/gamma", {2});
+  std::fill(saved.weights().begin(), saved.weights().end(), 5.0f);
+
+  for (auto const& c : all_formats) {
+    CAPTURE(c.file);
+    convoy::io::save_weights(dir / c.file, saved);
+    Variables target;
+    target.add("dense/kernel", {4, 3});  // mis-shaped
+    target.add("dense/bias", {4});       // matches, yet must not be loaded alone
+    target.add("new/beta", {5});         // missing from the file
+    auto const values = tricky_values(target.element_count(), 0.5f);
+    std::copy(values.begin(), values.end(), target.weights().begin());
+    auto const before = bits(target);
+
+    auto const message = load_error([&] { convoy::io::load_weights(dir / c.file, target); });
+    CHECK(message.find((dir / c.file).string()) != std::string::npos);
+    CHECK(message.find("unknown: 'old/gamma'") != std::string::npos);
+    CHECK(message.find("missing: 'new/beta'") != std::string::npos);
+    CHECK(message.find("'dense/kernel' is {3, 4}, expected {4, 3}") != std::string::npos);
+    CHECK(message.find("'dense/bias'") == std::string::npos);
+    CHECK(bits(target) == before);
+  }
+}
+
+TEST_CASE("a record whose value count differs from its shape is refused by name") {
+  convoy::testing::TempDir dir("weights-record");
+  // The file layout is a sequence of NamedTensor records, so cereal can forge a bad one directly.
+  std::vector<convoy::io::NamedTensor> records{
+      {"dense/kernel", {3, 4}, std::vector<float>(12, 1.0f)},
+      {"dense/bias", {4}, std::vector<float>(3, 1.0f)},
+  };
+  for (auto const& c : all_formats) {
+    CAPTURE(c.file);
+    {
+      std::ofstream out(dir / c.file, std::ios::binary);
+      if (c.format == Format::binary) {
+        cereal::BinaryOutputArchive ar(out);
+        ar(cereal::make_nvp("tensors", records));
+      } else if (c.format == Format::portable_binary) {
+        cereal::PortableBinaryOutputArchive ar(out);
+        ar(cereal::make_nvp("tensors", records));
+      } else {
+        cereal::JSONOutputArchive ar(out);
+        ar(cereal::make_nvp("tensors", records));
+      }
+    }
+    auto vars = make_dense(0.0f);
+    auto const before = bits(vars);
+    auto const message = load_error([&] { convoy::io::load_weights(dir / c.file, vars); });
+    CHECK(message.find("'dense/bias'") != std::string::npos);
+    CHECK(message.find("holds 3 values") != std::string::npos);
+    CHECK(message.find((dir / c.file).string()) != std::string::npos);
+    CHECK(bits(vars) == before);
+
+    // The same records with a consistent bias load: the forged layout is the real one.
+    records[1].data.resize(4);
+    {
+      std::ofstream out(dir / "ok.bin", std::ios::binary);
+      cereal::BinaryOutputArchive ar(out);
+      ar(cereal::make_nvp("tensors", records));
+    }
+    convoy::io::load_weights(dir / "ok.bin", vars);
+    CHECK(vars.value(vars.at("dense/kernel"))[11] == 1.0f);
+    records[1].data.resize(3);
+  }
+}
+
+TEST_CASE("a record name stored twice is refused") {
+  std::vector<convoy::io::NamedTensor> records{{"x", {1}, {1.0f}}, {"x", {1}, {2.0f}}};
+  std::stringstream stream;
+  {
+    cereal::PortableBinaryOutputArchive ar(stream);
+    ar(cereal::make_nvp("tensors", records));
+  }
+  CHECK_THROWS_WITH_AS(convoy::io::read_named(stream, Format::portable_binary, "'memory'"),
+                       doctest::Contains("'x' appears twice"), convoy::LoadError);
+}
+
+TEST_CASE("a binary file cut at any byte gives LoadError naming the path") {
+  convoy::testing::TempDir dir("weights-truncated");
+  for (auto const& c : {all_formats[0], all_formats[1]}) {
+    CAPTURE(c.file);
+    convoy::io::save_weights(dir / c.file, make_dense(0.0f));
+    auto const whole = read_file(dir / c.file);
+    for (std::size_t size = 0; size < whole.size(); ++size) {
+      CAPTURE(size);
+      write_file(dir / c.file, whole.substr(0, size));
+      auto vars = make_dense(3.0f);
+      auto const before = bits(vars);
+      auto const message = load_error([&] { convoy::io::load_weights(dir / c.file, vars); });
+      CHECK(message.find((dir / c.file).string()) != std::string::npos);
+      CHECK(bits(vars) == before);
+    }
+  }
+}
+
+TEST_CASE("a JSON file cut in half gives LoadError naming the path") {
+  convoy::testing::TempDir dir("weights-truncated-json");
+  convoy::io::save_weights(dir / "w.json", make_dense(0.0f));
+  auto const whole = read_file(dir / "w.json");
+  write_file(dir / "w.json", whole.substr(0, whole.size() / 2));
+  auto vars = make_dense(0.0f);
+  CHECK_THROWS_WITH_AS(convoy::io::load_weights(dir / "w.json", vars),
+                       doctest::Contains((dir / "w.json").string().c_str()), convoy::LoadError);
+}
+
+TEST_CASE("garbage in any format gives LoadError, even with sizes claiming exabytes") {
+  convoy::testing::TempDir dir("weights-garbage");
+  std::string const text = "this is not a weights file\n";
+  std::string const ones(64, '\xff');  // every size field reads as 2^64 - 1
+  std::string const json_wrong_types = R"({"tensors": [{"name": 7, "shape": "x", "data": {}}]})";
+  for (auto const& c : all_formats) {
+    for (auto const* bytes : {&text, &ones, &json_wrong_types}) {
+      CAPTURE(c.file);
+      CAPTURE(*bytes);
+      write_file(dir / c.file, *bytes);
+      auto vars = make_dense(0.0f);
+      auto const message = load_error([&] { convoy::io::load_weights(dir / c.file, vars); });
+      CHECK(message.find((dir / c.file).string()) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("a missing file gives convoy::Error naming the path") {
+  convoy::testing::TempDir dir("weights-missing");
+  auto vars = make_dense(0.0f);
+  auto const path = (dir / "absent.bin").string();
+  CHECK_THROWS_WITH_AS(convoy::io::load_weights(path, vars), doctest::Contains(path.c_str()),
+                       convoy::Error);
+}
+
+TEST_CASE("an unwritable target names the path and the system's reason") {
+  convoy::testing::TempDir dir("weights-unwritable");
+  auto const path = dir / "no" / "such" / "w.bin";
+  CHECK_THROWS_WITH_AS(convoy::io::save_weights(path, make_dense(0.0f)),
+                       doctest::Contains("No such file or directory"), convoy::Error);
+  CHECK_THROWS_WITH_AS(convoy::io::save_weights(path, make_dense(0.0f)),
+                       doctest::Contains(path.string().c_str()), convoy::Error);
+}
+
+TEST_CASE("saving replaces the file and leaves no temporary file behind") {
+  convoy::testing::TempDir dir("weights-atomic");
+  for (auto const& c : all_formats) {
+    CAPTURE(c.file);
+    convoy::io::save_weights(dir / c.file, make_dense(1.0f));
+    auto const second = make_dense(2.0f);
+    convoy::io::save_weights(dir / c.file, second);
+    auto loaded = make_dense(0.0f);
+    convoy::io::load_weights(dir / c.file, loaded);
+    CHECK(bits(loaded) == bits(second));
+  }
+  std::vector<std::string> names;
+  for (auto const& entry : fs::directory_iterator(dir.path))
+    names.push_back(entry.path().filename());
+  CHECK(names.size() == 3);
+  for (auto const& name : names) {
+    CAPTURE(name);
+    CHECK(name.find(".tmp-") == std::string::npos);
+  }
+}
