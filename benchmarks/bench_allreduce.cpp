@@ -1,11 +1,12 @@
 // The synchronous in-process exchange: per step, every replica thread sums its chunk of all
-// replicas' gradient arenas and applies SGD to it (reduce-scatter with the update fused), then
-// copies the chunks the others updated (all-gather). Compared with a memory copy by the same
-// number of threads over arenas of the same size, measured in the same run.
+// replicas' gradient arenas, applies SGD to it (reduce-scatter with the update fused) and writes
+// the updated chunk into every replica's weights (all-gather), in one blocked pass. Compared with a
+// memory copy by the same number of threads over arenas of the same size, in the same run.
 //
-// Bytes counted are the bytes each one really reads and writes: the exchange reads R gradient
-// chunks and reads and writes its weight chunk, then reads and writes chunks; the copy reads
-// and writes its chunk. Also printed, NCCL's bus bandwidth convention: size x 2(R-1)/R / time.
+// Bytes counted are the bytes each one really reads and writes. Over all R threads the exchange
+// reads R gradient arenas, reads and writes one weights arena and writes R-1 more: (2R+1) x size;
+// the copy reads and writes one arena: 2 x size. Also printed, NCCL's bus bandwidth convention:
+// size x 2(R-1)/R / time.
 //
 // Run: build/benchmarks/bench_allreduce [--replicas N] [--iterations N]
 #include <convoy/comm/detail/in_process_allreduce.hpp>
@@ -26,22 +27,27 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-// Runs `work(thread)` on `threads` threads `iterations` times between barriers; returns the median
-// seconds of one iteration.
-template <class Work>
-double median_seconds(std::size_t threads, int iterations, Work work) {
-  std::vector<double> times;
+// Runs `first(thread)` and `second(thread)` alternately on `threads` threads, `iterations` times
+// each, between barriers; returns the median seconds of one iteration of each. Alternating keeps
+// both measured under the same machine conditions, which drift on shared hosts.
+template <class First, class Second>
+std::pair<double, double> median_seconds(std::size_t threads, int iterations, First first, Second second) {
+  std::vector<double> times[2];
   clock_type::time_point start;
+  int phase = 0;
   std::barrier barrier(static_cast<std::ptrdiff_t>(threads), [&]() noexcept {
     auto const now = clock_type::now();
-    if (start != clock_type::time_point{}) times.push_back(std::chrono::duration<double>(now - start).count());
+    if (phase > 0) times[(phase - 1) % 2].push_back(std::chrono::duration<double>(now - start).count());
+    ++phase;
     start = now;
   });
   auto loop = [&](std::size_t t) {
     math::OneThreadPerReplica const one_thread;
     barrier.arrive_and_wait();
     for (int i = 0; i < iterations; ++i) {
-      work(t);
+      first(t);
+      barrier.arrive_and_wait();
+      second(t);
       barrier.arrive_and_wait();
     }
   };
@@ -50,9 +56,12 @@ double median_seconds(std::size_t threads, int iterations, Work work) {
     for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(loop, t);
     loop(0);
   }
-  times.erase(times.begin());  // the first iteration warms the caches and pages
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  auto median = [](std::vector<double>& v) {
+    v.erase(v.begin());  // the first iteration warms the caches and pages
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(times[0]), median(times[1])};
 }
 
 }  // namespace
@@ -78,23 +87,26 @@ int main(int argc, char** argv) {
     optim::Optimizer const sgd = optim::Sgd{1e-3f};
     auto slots = sgd.make_state(floats);
 
-    double const copy = median_seconds(replicas, iterations, [&](std::size_t t) {
-      auto [b, e] = comm::detail::chunk_bounds(floats, replicas, t);
-      std::memcpy(weights[t].data() + b, grads[t].data() + b, (e - b) * sizeof(float));
-    });
-    double const exchange = median_seconds(replicas, iterations, [&](std::size_t t) {
-      auto [b, e] = comm::detail::chunk_bounds(floats, replicas, t);
-      comm::detail::reduce_and_apply(grad_ptrs, b, e, weights[t], sgd, slots, 1);
-    }) + median_seconds(replicas, iterations, [&](std::size_t t) {
+    std::vector<std::vector<float*>> destinations(replicas);
+    for (std::size_t t = 0; t < replicas; ++t) {
+      destinations[t].push_back(weights[t].data());
       for (std::size_t u = 0; u < replicas; ++u) {
-        if (u == t) continue;
-        auto [b, e] = comm::detail::chunk_bounds(floats, replicas, u);
-        std::memcpy(weights[t].data() + b, weights[u].data() + b, (e - b) * sizeof(float));
+        if (u != t) destinations[t].push_back(weights[u].data());
       }
-    });
+    }
+    auto const [copy, exchange] = median_seconds(
+        replicas, iterations,
+        [&](std::size_t t) {
+          auto [b, e] = comm::detail::chunk_bounds(floats, replicas, t);
+          std::memcpy(weights[t].data() + b, grads[t].data() + b, (e - b) * sizeof(float));
+        },
+        [&](std::size_t t) {
+          auto [b, e] = comm::detail::chunk_bounds(floats, replicas, t);
+          comm::detail::reduce_apply_broadcast(grad_ptrs, b, e, destinations[t], floats, sgd, slots, 1);
+        });
     double const r = static_cast<double>(replicas);
     double const copy_rate = 2.0 * bytes / copy;
-    double const exchange_bytes = r * bytes + 2.0 * bytes + 2.0 * (r - 1.0) * bytes;
+    double const exchange_bytes = (2.0 * r + 1.0) * bytes;
     double const exchange_rate = exchange_bytes / exchange;
     double const bus = bytes * 2.0 * (r - 1.0) / r / exchange;
     std::printf("%12.1f %14.2f %14.2f %10.3f %14.2f\n", bytes / 1e6, copy_rate / 1e9, exchange_rate / 1e9,

@@ -1,7 +1,8 @@
 // The synchronous in-process engine: replicas are threads that meet at a barrier after computing
-// their gradients; thread t then sums chunk t of every replica's gradients and applies the optimizer
-// to chunk t (reduce-scatter), and, when each replica keeps its own weights, every thread copies the
-// chunks the others updated (all-gather). Sums run in replica order, so runs are bit-identical.
+// their gradients; thread t then sums chunk t of every replica's gradients, applies the optimizer to
+// chunk t (reduce-scatter) and, when each replica keeps its own weights, writes the updated chunk
+// into every replica (all-gather), block by block in one pass; a second barrier ends the step. Sums
+// run in replica order, so runs are bit-identical.
 #pragma once
 
 #include <algorithm>
@@ -34,18 +35,22 @@ inline void sum_block(std::span<float const* const> sources, std::size_t offset,
   }
 }
 
-/// Sums chunk [begin, end) of `grads` block by block and applies the optimizer to the same range of
-/// `weights`, scaling by 1/replicas: the reduce-scatter with the update fused in, so the summed
-/// gradients are never written back to memory.
-inline void reduce_and_apply(std::span<float const* const> grads, std::size_t begin, std::size_t end,
-                             std::span<float> weights, optim::Optimizer const& opt, optim::OptimizerState& slots,
-                             std::int64_t update) {
+/// Sums chunk [begin, end) of `grads` block by block, applies the optimizer to the same range of
+/// `weights[0]` with the gradients scaled by 1/replicas, and copies each updated block into the
+/// other `weights` arenas while it is still in L1: reduce-scatter and all-gather in one pass, with
+/// the update fused in, so the summed gradients are never written to memory and no replica has to
+/// read back what another updated.
+inline void reduce_apply_broadcast(std::span<float const* const> grads, std::size_t begin, std::size_t end,
+                                   std::span<float* const> weights, std::size_t arena_size,
+                                   optim::Optimizer const& opt, optim::OptimizerState& slots, std::int64_t update) {
   alignas(64) std::array<float, reduce_block> acc;
   float const scale = 1.0f / static_cast<float>(grads.size());
+  std::span<float> const updated(weights[0], arena_size);
   for (std::size_t at = begin; at < end; at += reduce_block) {
     std::size_t const count = std::min(reduce_block, end - at);
     sum_block(grads, at, count, acc.data());
-    opt.apply(weights, std::span<float const>(acc.data(), count), slots, at, scale, update);
+    opt.apply(updated, std::span<float const>(acc.data(), count), slots, at, scale, update);
+    for (std::size_t d = 1; d < weights.size(); ++d) std::memcpy(weights[d] + at, weights[0] + at, count * sizeof(float));
   }
 }
 
@@ -91,13 +96,21 @@ void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights,
     }
     if (s.step >= plan.until) stop = true;
   };
-  auto nothing = []() noexcept {};
-
   auto replica_loop = [&](std::size_t r) {
     math::OneThreadPerReplica const one_thread;
     auto& model = s.replicas[r];
     auto [begin, end] = chunk_bounds(n, replicas, r);
-    std::span<float> target = shared_weights ? std::span<float>(s.central) : model.variables().weights();
+    // Where this thread's chunk goes: the central copy, or this replica's weights first and then
+    // every other replica's.
+    std::vector<float*> destinations;
+    if (shared_weights) {
+      destinations.push_back(s.central.data());
+    } else {
+      destinations.push_back(weights[r]);
+      for (std::size_t u = 0; u < replicas; ++u) {
+        if (u != r) destinations.push_back(weights[u]);
+      }
+    }
     for (;;) {
       try {
         Batch const batch = plan.batch(r, s.local_steps[r]);
@@ -110,20 +123,8 @@ void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights,
       }
       barrier.arrive_and_wait(r, after_gradients);
       if (stop) return;
-      // Reduce-scatter with the update fused: this thread owns [begin, end) of every arena.
-      reduce_and_apply(grads, begin, end, target, s.optimizer, s.slots, s.slots.updates + 1);
-      if (shared_weights) {
-        barrier.arrive_and_wait(r, after_update);
-      } else {
-        barrier.arrive_and_wait(r, nothing);
-        // All-gather: copy the chunks the other threads updated into this replica's weights.
-        for (std::size_t u = 0; u < replicas; ++u) {
-          if (u == r) continue;
-          auto [b, e] = chunk_bounds(n, replicas, u);
-          std::memcpy(weights[r] + b, weights[u] + b, (e - b) * sizeof(float));
-        }
-        barrier.arrive_and_wait(r, after_update);
-      }
+      reduce_apply_broadcast(grads, begin, end, destinations, n, s.optimizer, s.slots, s.slots.updates + 1);
+      barrier.arrive_and_wait(r, after_update);
       if (stop) return;
     }
   };
