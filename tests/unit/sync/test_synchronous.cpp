@@ -174,3 +174,34 @@ TEST_CASE("replicas_to_aggregate outside 0..replicas is refused") {
   CHECK_THROWS_WITH_AS(S(nn::Mlp({4, 2}), place::Mirrored{.replicas = 2}, {}, sync::Synchronous{.replicas_to_aggregate = 3}),
                        doctest::Contains("replicas_to_aggregate is 3 but there are 2 replicas"), Error);
 }
+
+TEST_CASE("the fused exchange updates and broadcasts every chunk, in and out of the caches") {
+  // One arena small enough for ordinary stores and one large enough for streaming stores.
+  for (std::size_t floats : {std::size_t{100003}, comm::detail::streaming_floats + 1000}) {
+    CAPTURE(floats);
+    std::size_t const replicas = 3;
+    std::vector<std::vector<float>> grads(replicas, std::vector<float>(floats));
+    std::vector<std::vector<float>> weights(replicas, std::vector<float>(floats, 1.0f));
+    for (std::size_t r = 0; r < replicas; ++r) {
+      for (std::size_t i = 0; i < floats; ++i) grads[r][i] = static_cast<float>((i * (r + 1)) % 7);
+    }
+    std::vector<float const*> grad_ptrs;
+    for (auto& g : grads) grad_ptrs.push_back(g.data());
+    optim::Optimizer const sgd = optim::Sgd{0.5f};
+    auto slots = sgd.make_state(floats);
+    for (std::size_t t = 0; t < replicas; ++t) {  // each "thread" in turn: its chunk to every replica
+      std::vector<float*> destinations{weights[t].data()};
+      for (std::size_t u = 0; u < replicas; ++u) {
+        if (u != t) destinations.push_back(weights[u].data());
+      }
+      auto [b, e] = comm::detail::chunk_bounds(floats, replicas, t);
+      comm::detail::reduce_apply_broadcast(grad_ptrs, b, e, destinations, floats, sgd, slots, 1);
+    }
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < floats; ++i) {
+      float const mean = (grads[0][i] + grads[1][i] + grads[2][i]) / 3.0f;
+      for (std::size_t r = 0; r < replicas; ++r) wrong += weights[r][i] == doctest::Approx(1.0f - 0.5f * mean) ? 0 : 1;
+    }
+    CHECK(wrong == 0);
+  }
+}
