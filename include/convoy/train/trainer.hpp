@@ -130,7 +130,8 @@ class Trainer {
     result.dropped = strategy_.dropped();
     double const rows = static_cast<double>((result.global_step - first_global) * static_cast<std::int64_t>(rows_per_gradient));
     result.samples_per_second = result.seconds > 0 ? rows / result.seconds : 0.0;
-    if (!options.checkpoint_dir.empty()) save_checkpoint(options.checkpoint_dir, seed);
+    bool const saved_last_step = options.checkpoint_every > 0 && strategy_.progress() % options.checkpoint_every == 0;
+    if (!options.checkpoint_dir.empty() && !saved_last_step) save_checkpoint(options.checkpoint_dir, seed);
     if (options.validation) result.validation = evaluate(*options.validation);
     if (log) {
       *log << "convoy: " << result.step << " steps (" << result.global_step << " global steps) in " << std::setprecision(3)

@@ -7,6 +7,7 @@
 #include <convoy/core/variables.hpp>
 
 #include <doctest/doctest.h>
+#include <helpers.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +16,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+using convoy::testing::message_of;
 
 namespace {
 
@@ -41,17 +44,6 @@ void number(Variables& vars) {
   std::iota(w.begin(), w.end(), 1.0f);
 }
 
-// The exception message of `f`, which must throw E.
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (E const& e) {
-    return e.what();
-  }
-  FAIL("expected an exception");
-  return {};
-}
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 // Checkpoints: every field survives a round trip; latest_checkpoint and pruning go by step; and a
 // missing, truncated, damaged, foreign or newer-version file is refused with a message saying so.
 #include <doctest/doctest.h>
+#include <helpers.hpp>
 #include <zlib.h>
 
 #include <convoy/io/checkpoint.hpp>
@@ -17,6 +18,9 @@
 #include <vector>
 
 #include "temp_dir.hpp"
+
+using convoy::testing::read_file;
+using convoy::testing::write_file;
 
 namespace {
 
@@ -55,15 +59,6 @@ Checkpoint make_checkpoint(std::int64_t step) {
   return c;
 }
 
-std::string read_file(fs::path const& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-void write_file(fs::path const& path, std::string const& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc)
-      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 std::set<std::string> file_names(fs::path const& dir) {
   std::set<std::string> names;

@@ -1,6 +1,7 @@
 // Weights files: round trips in every format, name-by-name checking on load, and refusal (never a
 // crash) of missing, truncated, garbage and inconsistent files.
 #include <doctest/doctest.h>
+#include <helpers.hpp>
 
 #include <bit>
 #include <cfloat>
@@ -14,6 +15,9 @@
 #include <vector>
 
 #include "temp_dir.hpp"
+
+using convoy::testing::read_file;
+using convoy::testing::write_file;
 
 namespace {
 
@@ -49,15 +53,6 @@ std::vector<std::uint32_t> bits(Variables const& vars) {
   return out;
 }
 
-std::string read_file(fs::path const& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-void write_file(fs::path const& path, std::string const& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc)
-      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 // The message of the LoadError `load` throws, or "" when it throws nothing.
 template <class Load>

@@ -12,6 +12,7 @@
 #include <convoy/optim/update.hpp>
 
 #include <doctest/doctest.h>
+#include <helpers.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -21,6 +22,8 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+
+using convoy::testing::message_of;
 
 namespace {
 
@@ -82,16 +85,6 @@ OptimizerState numbered_state(Optimizer const& opt, std::size_t size) {
   return state;
 }
 
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (E const& e) {
-    return e.what();
-  }
-  FAIL("expected an exception");
-  return {};
-}
 
 }  // namespace
 
