@@ -9,12 +9,11 @@
 // size x 2(R-1)/R / time.
 //
 // Run: build/benchmarks/bench_allreduce [--replicas N] [--iterations N]
-#include <convoy/comm/detail/in_process_allreduce.hpp>
-#include <convoy/optim/optimizer.hpp>
-
 #include <algorithm>
 #include <barrier>
 #include <chrono>
+#include <convoy/comm/detail/in_process_allreduce.hpp>
+#include <convoy/optim/optimizer.hpp>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -31,13 +30,15 @@ using clock_type = std::chrono::steady_clock;
 // each, between barriers; returns the median seconds of one iteration of each. Alternating keeps
 // both measured under the same machine conditions, which drift on shared hosts.
 template <class First, class Second>
-std::pair<double, double> median_seconds(std::size_t threads, int iterations, First first, Second second) {
+std::pair<double, double> median_seconds(std::size_t threads, int iterations, First first,
+                                         Second second) {
   std::vector<double> times[2];
   clock_type::time_point start;
   int phase = 0;
   std::barrier barrier(static_cast<std::ptrdiff_t>(threads), [&]() noexcept {
     auto const now = clock_type::now();
-    if (phase > 0) times[(phase - 1) % 2].push_back(std::chrono::duration<double>(now - start).count());
+    if (phase > 0)
+      times[(phase - 1) % 2].push_back(std::chrono::duration<double>(now - start).count());
     ++phase;
     start = now;
   });
@@ -74,9 +75,12 @@ int main(int argc, char** argv) {
     if (arg == "--replicas") replicas = std::stoul(argv[i + 1]);
     if (arg == "--iterations") iterations = std::max(3, std::stoi(argv[i + 1]));
   }
-  std::printf("in-process synchronous exchange, %zu replica threads, median of %d iterations\n", replicas, iterations);
-  std::printf("%12s %14s %14s %10s %14s\n", "arena MB", "copy GB/s", "exchange GB/s", "ratio", "bus GB/s");
-  std::string json = "{\"benchmark\":\"allreduce\",\"replicas\":" + std::to_string(replicas) + ",\"results\":[";
+  std::printf("in-process synchronous exchange, %zu replica threads, median of %d iterations\n",
+              replicas, iterations);
+  std::printf("%12s %14s %14s %10s %14s\n", "arena MB", "copy GB/s", "exchange GB/s", "ratio",
+              "bus GB/s");
+  std::string json =
+      "{\"benchmark\":\"allreduce\",\"replicas\":" + std::to_string(replicas) + ",\"results\":[";
   // 397,510 floats is the Fashion-MNIST MLP; the larger arenas do not fit in any cache.
   for (std::size_t floats : {std::size_t{397510}, std::size_t{4} << 20, std::size_t{16} << 20}) {
     double const bytes = static_cast<double>(floats * sizeof(float));
@@ -102,18 +106,22 @@ int main(int argc, char** argv) {
         },
         [&](std::size_t t) {
           auto [b, e] = comm::detail::chunk_bounds(floats, replicas, t);
-          comm::detail::reduce_apply_broadcast(grad_ptrs, b, e, destinations[t], floats, sgd, slots, 1);
+          comm::detail::reduce_apply_broadcast(grad_ptrs, b, e, destinations[t], floats, sgd, slots,
+                                               1);
         });
     double const r = static_cast<double>(replicas);
     double const copy_rate = 2.0 * bytes / copy;
     double const exchange_bytes = (2.0 * r + 1.0) * bytes;
     double const exchange_rate = exchange_bytes / exchange;
     double const bus = bytes * 2.0 * (r - 1.0) / r / exchange;
-    std::printf("%12.1f %14.2f %14.2f %10.3f %14.2f\n", bytes / 1e6, copy_rate / 1e9, exchange_rate / 1e9,
-                exchange_rate / copy_rate, bus / 1e9);
+    std::printf("%12.1f %14.2f %14.2f %10.3f %14.2f\n", bytes / 1e6, copy_rate / 1e9,
+                exchange_rate / 1e9, exchange_rate / copy_rate, bus / 1e9);
     char item[256];
-    std::snprintf(item, sizeof item, "%s{\"bytes\":%.0f,\"copy_bytes_per_s\":%.4g,\"exchange_bytes_per_s\":%.4g,\"ratio\":%.4f,\"bus_bytes_per_s\":%.4g}",
-                  floats == 397510 ? "" : ",", bytes, copy_rate, exchange_rate, exchange_rate / copy_rate, bus);
+    std::snprintf(item, sizeof item,
+                  "%s{\"bytes\":%.0f,\"copy_bytes_per_s\":%.4g,\"exchange_bytes_per_s\":%.4g,"
+                  "\"ratio\":%.4f,\"bus_bytes_per_s\":%.4g}",
+                  floats == 397510 ? "" : ",", bytes, copy_rate, exchange_rate,
+                  exchange_rate / copy_rate, bus);
     json += item;
   }
   std::printf("%s]}\n", json.c_str());

@@ -5,10 +5,9 @@
 //
 // "vs 1 replica" is against the Host strategy. Run:
 //   build/benchmarks/bench_training [--steps N] [--repeats N] [--hidden N] [--batch N]
-#include <convoy/convoy.hpp>
-
 #include <algorithm>
 #include <chrono>
+#include <convoy/convoy.hpp>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -30,7 +29,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 // The reference: what a user would write without convoy's strategies, with the same sampler,
 // model and optimizer.
-double plain_loop(io::Dataset const& data, std::vector<std::size_t> const& sizes, std::size_t batch, std::int64_t steps) {
+double plain_loop(io::Dataset const& data, std::vector<std::size_t> const& sizes, std::size_t batch,
+                  std::int64_t steps) {
   math::OneThreadPerReplica const one_thread;
   nn::Mlp model(sizes);
   optim::Optimizer const sgd = optim::Sgd{0.1f};
@@ -48,8 +48,8 @@ double plain_loop(io::Dataset const& data, std::vector<std::size_t> const& sizes
 // The ceiling for two replicas: two plain loops on two threads at once, each on half the batch,
 // exchanging nothing. What Mirrored with 2 replicas loses against it is the cost of keeping them in
 // step; what this loses against twice one loop is the machine's (shared caches, memory, clocks).
-double independent_pair(io::Dataset const& data, std::vector<std::size_t> const& sizes, std::size_t batch,
-                        std::int64_t steps) {
+double independent_pair(io::Dataset const& data, std::vector<std::size_t> const& sizes,
+                        std::size_t batch, std::int64_t steps) {
   double rates[2] = {0, 0};
   auto const start = std::chrono::steady_clock::now();
   {
@@ -60,11 +60,12 @@ double independent_pair(io::Dataset const& data, std::vector<std::size_t> const&
 }
 
 template <class P>
-double with_strategy(io::Dataset const& data, std::vector<std::size_t> const& sizes, P placement, std::size_t batch,
-                     std::int64_t steps) {
+double with_strategy(io::Dataset const& data, std::vector<std::size_t> const& sizes, P placement,
+                     std::size_t batch, std::int64_t steps) {
   using S = Strategy<nn::Mlp, P, comm::InProcess, sync::Synchronous>;
   Trainer<S> trainer{S{nn::Mlp(sizes), placement}, optim::Sgd{0.1f}};
-  auto const result = trainer.fit(data, {.steps = steps, .batch_size = batch, .log_every = 0, .log = nullptr});
+  auto const result =
+      trainer.fit(data, {.steps = steps, .batch_size = batch, .log_every = 0, .log = nullptr});
   return result.samples_per_second;
 }
 
@@ -85,41 +86,58 @@ int main(int argc, char** argv) {
   std::string source = "fashion-mnist/train";
   try {
     data = io::load_fashion_mnist(io::Split::train);
-  } catch (DatasetError const&) {  // same shape, constant pixels: throughput does not depend on them
+  } catch (
+      DatasetError const&) {  // same shape, constant pixels: throughput does not depend on them
     source = "constant 60000x784 (Fashion-MNIST not installed)";
-    data = io::Dataset{"random", 784, std::vector<float>(60000 * 784, 0.5f), std::vector<std::int32_t>(60000, 1), 0, {}};
+    data = io::Dataset{
+        "random", 784, std::vector<float>(60000 * 784, 0.5f), std::vector<std::int32_t>(60000, 1),
+        0,        {}};
   }
   std::vector<std::size_t> const sizes{784, hidden, 10};
 
   // Best of `repeats` for each configuration, interleaved so drifts in machine speed hit all alike.
-  std::vector<Figure> figures{{"plain loop", 1, 0}, {"Host", 1, 0},           {"Mirrored", 1, 0},
-                              {"Mirrored", 2, 0},   {"2 plain loops", 2, 0}};
+  std::vector<Figure> figures{{"plain loop", 1, 0},
+                              {"Host", 1, 0},
+                              {"Mirrored", 1, 0},
+                              {"Mirrored", 2, 0},
+                              {"2 plain loops", 2, 0}};
   for (int r = 0; r < repeats; ++r) {
-    figures[0].samples_per_second = std::max(figures[0].samples_per_second, plain_loop(data, sizes, batch, steps));
-    figures[1].samples_per_second = std::max(figures[1].samples_per_second, with_strategy(data, sizes, place::Host{}, batch, steps));
-    figures[2].samples_per_second = std::max(figures[2].samples_per_second,
-                                             with_strategy(data, sizes, place::Mirrored{.replicas = 1}, batch, steps));
-    figures[3].samples_per_second = std::max(figures[3].samples_per_second,
-                                             with_strategy(data, sizes, place::Mirrored{.replicas = 2}, batch, steps));
-    figures[4].samples_per_second = std::max(figures[4].samples_per_second, independent_pair(data, sizes, batch, steps));
+    figures[0].samples_per_second =
+        std::max(figures[0].samples_per_second, plain_loop(data, sizes, batch, steps));
+    figures[1].samples_per_second = std::max(
+        figures[1].samples_per_second, with_strategy(data, sizes, place::Host{}, batch, steps));
+    figures[2].samples_per_second =
+        std::max(figures[2].samples_per_second,
+                 with_strategy(data, sizes, place::Mirrored{.replicas = 1}, batch, steps));
+    figures[3].samples_per_second =
+        std::max(figures[3].samples_per_second,
+                 with_strategy(data, sizes, place::Mirrored{.replicas = 2}, batch, steps));
+    figures[4].samples_per_second =
+        std::max(figures[4].samples_per_second, independent_pair(data, sizes, batch, steps));
   }
   double const plain = figures[0].samples_per_second, one = figures[1].samples_per_second;
   std::printf("MLP 784-%zu-10, global batch %zu, %lld steps, best of %d, data %s\n", hidden, batch,
               static_cast<long long>(steps), repeats, source.c_str());
-  std::printf("%-12s %8s %14s %14s %16s\n", "config", "replicas", "samples/sec", "vs plain loop", "vs 1 replica");
+  std::printf("%-12s %8s %14s %14s %16s\n", "config", "replicas", "samples/sec", "vs plain loop",
+              "vs 1 replica");
   for (auto const& f : figures) {
-    std::printf("%-12s %8d %14.0f %14.3f %16.3f\n", f.name.c_str(), f.replicas, f.samples_per_second,
-                f.samples_per_second / plain, f.samples_per_second / one);
+    std::printf("%-12s %8d %14.0f %14.3f %16.3f\n", f.name.c_str(), f.replicas,
+                f.samples_per_second, f.samples_per_second / plain, f.samples_per_second / one);
   }
   double const overhead = 1.0 - one / plain;
   double const scaling = figures[3].samples_per_second / one;
   double const ceiling = figures[4].samples_per_second / one;
-  std::printf("strategy overhead (Host vs plain loop): %.1f%%   2-replica speed-up over 1: %.2fx"
-              "   (2 independent loops: %.2fx; Mirrored 2 reaches %.0f%% of them)\n",
-              100 * overhead, scaling, ceiling, 100 * figures[3].samples_per_second / figures[4].samples_per_second);
-  std::printf("{\"benchmark\":\"training\",\"model\":\"784-%zu-10\",\"batch\":%zu,\"steps\":%lld,\"plain_loop\":%.0f,"
-              "\"host\":%.0f,\"mirrored_1\":%.0f,\"mirrored_2\":%.0f,\"independent_2\":%.0f,\"overhead\":%.4f,"
-              "\"speedup_2_over_1\":%.3f,\"independent_2_over_1\":%.3f}\n",
-              hidden, batch, static_cast<long long>(steps), plain, one, figures[2].samples_per_second,
-              figures[3].samples_per_second, figures[4].samples_per_second, overhead, scaling, ceiling);
+  std::printf(
+      "strategy overhead (Host vs plain loop): %.1f%%   2-replica speed-up over 1: %.2fx"
+      "   (2 independent loops: %.2fx; Mirrored 2 reaches %.0f%% of them)\n",
+      100 * overhead, scaling, ceiling,
+      100 * figures[3].samples_per_second / figures[4].samples_per_second);
+  std::printf(
+      "{\"benchmark\":\"training\",\"model\":\"784-%zu-10\",\"batch\":%zu,\"steps\":%lld,\"plain_"
+      "loop\":%.0f,"
+      "\"host\":%.0f,\"mirrored_1\":%.0f,\"mirrored_2\":%.0f,\"independent_2\":%.0f,\"overhead\":%."
+      "4f,"
+      "\"speedup_2_over_1\":%.3f,\"independent_2_over_1\":%.3f}\n",
+      hidden, batch, static_cast<long long>(steps), plain, one, figures[2].samples_per_second,
+      figures[3].samples_per_second, figures[4].samples_per_second, overhead, scaling, ceiling);
 }

@@ -8,9 +8,9 @@
 // different scopes can only exchange weights once their names agree.
 //
 // Run:    build/examples/weight_averaging [--iterations N] [--replicas N]
-// Expect: "Iteration N: weights are {linear/b: 0.3..., linear/w: 0.1...}" converging to 0.3 and 0.1.
+// Expect: "Iteration N: weights are {linear/b: 0.3..., linear/w: 0.1...}" converging to 0.3 and
+// 0.1.
 #include <convoy/convoy.hpp>
-
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
 
   std::vector<examples::LinearModel> models(static_cast<std::size_t>(replicas));
   std::vector<convoy::io::Dataset> data;
-  for (int r = 0; r < replicas; ++r) data.push_back(examples::fake_xy_data(100, static_cast<std::uint64_t>(r)));
+  for (int r = 0; r < replicas; ++r)
+    data.push_back(examples::fake_xy_data(100, static_cast<std::uint64_t>(r)));
   convoy::optim::Optimizer const sgd = convoy::optim::Sgd{.learning_rate = 0.5f};
 
   // example-begin weight-averaging
@@ -73,7 +74,8 @@ int main(int argc, char** argv) {
         tensor.data[i] = sum / static_cast<float>(returned.size());
       }
     }
-    if (iteration % 20 == 0) std::cout << "Iteration " << iteration << ": weights are " << weights << "\n";
+    if (iteration % 20 == 0)
+      std::cout << "Iteration " << iteration << ": weights are " << weights << "\n";
   }
   // example-end weight-averaging
 

@@ -7,9 +7,9 @@
 // inside a Strategy, written out by hand with the by-name API.
 //
 // Run:    build/examples/gradient_averaging [--iterations N] [--replicas N]
-// Expect: "Iteration N: weights are {linear/b: 0.3..., linear/w: 0.1...}" converging to 0.3 and 0.1.
+// Expect: "Iteration N: weights are {linear/b: 0.3..., linear/w: 0.1...}" converging to 0.3 and
+// 0.1.
 #include <convoy/convoy.hpp>
-
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   examples::LinearModel driver;  // holds the weights the driver updates
   std::vector<examples::LinearModel> models(static_cast<std::size_t>(replicas));
   std::vector<convoy::io::Dataset> data;
-  for (int r = 0; r < replicas; ++r) data.push_back(examples::fake_xy_data(100, static_cast<std::uint64_t>(r)));
+  for (int r = 0; r < replicas; ++r)
+    data.push_back(examples::fake_xy_data(100, static_cast<std::uint64_t>(r)));
   convoy::optim::Optimizer const sgd = convoy::optim::Sgd{.learning_rate = 0.5f};
   auto& vars = driver.variables();
   auto state = sgd.make_state(vars.element_count());

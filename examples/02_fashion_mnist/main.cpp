@@ -14,7 +14,6 @@
 // Expect: progress lines "After N training steps (M global steps), loss on training batch is ..."
 //         and, at the end, "test accuracy: 0.87..." (at least 0.85 with the defaults).
 #include <convoy/convoy.hpp>
-
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -126,7 +125,8 @@ convoy::optim::Optimizer make_optimizer(Options const& o) {
 
 int main(int argc, char** argv) try {
   Options const o = parse(argc, argv);
-  auto const dir = o.data_dir.empty() ? convoy::io::default_fashion_mnist_dir() : std::filesystem::path(o.data_dir);
+  auto const dir = o.data_dir.empty() ? convoy::io::default_fashion_mnist_dir()
+                                      : std::filesystem::path(o.data_dir);
   auto const train = convoy::io::load_fashion_mnist(convoy::io::Split::train, dir);
   auto const test = convoy::io::load_fashion_mnist(convoy::io::Split::test, dir);
 
@@ -135,14 +135,15 @@ int main(int argc, char** argv) try {
   sizes.push_back(10);
 
   // example-begin strategy
-  using Strategy = convoy::Strategy<convoy::nn::Mlp, convoy::place::Mirrored, convoy::comm::InProcess,
-                                    convoy::sync::Synchronous>;
+  using Strategy = convoy::Strategy<convoy::nn::Mlp, convoy::place::Mirrored,
+                                    convoy::comm::InProcess, convoy::sync::Synchronous>;
   convoy::Trainer<Strategy> trainer{
       Strategy{convoy::nn::Mlp{sizes}, {.replicas = o.replicas, .log_placement = o.log_placement}},
       make_optimizer(o)};
   // example-end strategy
-  std::cout << "convoy " << convoy::version << ": training " << train.name << " (" << train.rows() << " examples) on "
-            << trainer.strategy().replicas() << " replica(s), batch " << o.batch << "\n";
+  std::cout << "convoy " << convoy::version << ": training " << train.name << " (" << train.rows()
+            << " examples) on " << trainer.strategy().replicas() << " replica(s), batch " << o.batch
+            << "\n";
 
   auto const result = trainer.fit(train, {.steps = o.steps,
                                           .epochs = o.epochs,

@@ -1,11 +1,11 @@
 // The model of examples 00 and 01: y = w x + b fitted by mean squared error to data from
-// y = 0.1 x + 0.3, with a user-written forward_backward. It is all a type needs to be a convoy model.
+// y = 0.1 x + 0.3, with a user-written forward_backward. It is all a type needs to be a convoy
+// model.
 #pragma once
 
 #include <convoy/core/batch.hpp>
 #include <convoy/core/variables.hpp>
 #include <convoy/io/dataset.hpp>
-
 #include <cstdint>
 #include <random>
 #include <string>
@@ -17,7 +17,8 @@ class LinearModel {
   explicit LinearModel(std::string scope = "linear") : vars_(std::move(scope)) {
     w_ = vars_.add("w", {1});
     b_ = vars_.add("b", {1});
-    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);  // w ~ U(-1, 1), b = 0, as in the Ray text
+    std::uniform_real_distribution<float> uniform(-1.0f,
+                                                  1.0f);  // w ~ U(-1, 1), b = 0, as in the Ray text
     vars_.value(w_)[0] = uniform(vars_.rng());
   }
 

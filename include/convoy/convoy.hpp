@@ -2,13 +2,12 @@
 // separate, opt-in includes and never come in through here.
 #pragma once
 
-#include "version.hpp"
+#include "comm/in_process.hpp"
 #include "core/batch.hpp"
 #include "core/concepts.hpp"
 #include "core/error.hpp"
 #include "core/tensor.hpp"
 #include "core/variables.hpp"
-#include "comm/in_process.hpp"
 #include "io/checkpoint.hpp"
 #include "io/dataset.hpp"
 #include "io/fashion_mnist.hpp"
@@ -29,3 +28,4 @@
 #include "sync/synchronous.hpp"
 #include "train/step.hpp"
 #include "train/trainer.hpp"
+#include "version.hpp"

@@ -36,7 +36,8 @@ template <int N>
 inline constexpr bool is_bounded_staleness<sync::BoundedStaleness<N>> = true;
 
 template <class P>
-inline constexpr bool is_single_replica = std::same_as<P, place::Host> || std::same_as<P, place::Gpu>;
+inline constexpr bool is_single_replica =
+    std::same_as<P, place::Host> || std::same_as<P, place::Gpu>;
 }  // namespace detail
 
 /// A model distributed by a placement, a communication and a synchronization policy. Owns the
@@ -46,25 +47,32 @@ template <class Model, class Placement, class Comm, class Sync>
 class Strategy {
   // The model, one requirement at a time, each printing the signature to write.
   static_assert(has_variables<Model>,
-                "convoy: a Model needs 'convoy::Variables& variables()' returning the Variables that hold its "
+                "convoy: a Model needs 'convoy::Variables& variables()' returning the Variables "
+                "that hold its "
                 "weights; see examples/00_weight_averaging.");
   static_assert(has_forward_backward<Model>,
-                "convoy: a Model needs 'float forward_backward(convoy::Batch const&)' that returns the batch's mean "
+                "convoy: a Model needs 'float forward_backward(convoy::Batch const&)' that returns "
+                "the batch's mean "
                 "loss and overwrites every gradient; see examples/02_fashion_mnist.");
   static_assert(replicable<Model>,
-                "convoy: a Model must be copy-constructible: replicas are copies of the model given to the Strategy.");
+                "convoy: a Model must be copy-constructible: replicas are copies of the model "
+                "given to the Strategy.");
   // Each policy in its slot.
-  static_assert(placement_policy<Placement>,
-                "convoy: Strategy's second argument must be a placement policy: place::Host, place::Gpu, "
-                "place::Mirrored or place::CentralStorage.");
-  static_assert(communication_policy<Comm>,
-                "convoy: Strategy's third argument must be a communication policy: comm::InProcess.");
-  static_assert(synchronization_policy<Sync>,
-                "convoy: Strategy's fourth argument must be a synchronization policy: sync::Synchronous, "
-                "sync::Asynchronous or sync::BoundedStaleness<S>.");
+  static_assert(
+      placement_policy<Placement>,
+      "convoy: Strategy's second argument must be a placement policy: place::Host, place::Gpu, "
+      "place::Mirrored or place::CentralStorage.");
+  static_assert(
+      communication_policy<Comm>,
+      "convoy: Strategy's third argument must be a communication policy: comm::InProcess.");
+  static_assert(
+      synchronization_policy<Sync>,
+      "convoy: Strategy's fourth argument must be a synchronization policy: sync::Synchronous, "
+      "sync::Asynchronous or sync::BoundedStaleness<S>.");
   // Forbidden pairs.
   static_assert(!(detail::is_single_replica<Placement> && !std::same_as<Sync, sync::Synchronous>),
-                "convoy: place::Host and place::Gpu run one replica, which has nobody to be asynchronous with; "
+                "convoy: place::Host and place::Gpu run one replica, which has nobody to be "
+                "asynchronous with; "
                 "use place::Mirrored or place::CentralStorage with sync::Asynchronous or "
                 "sync::BoundedStaleness<S>, or sync::Synchronous with one replica.");
 
@@ -90,9 +98,12 @@ class Strategy {
       }
     }
     if constexpr (std::same_as<Sync, sync::Synchronous>) {
-      if (sync_.replicas_to_aggregate < 0 || static_cast<std::size_t>(sync_.replicas_to_aggregate) > replicas) {
-        throw Error("convoy: replicas_to_aggregate is " + std::to_string(sync_.replicas_to_aggregate) + " but there are " +
-                    std::to_string(replicas) + " replicas; pick 1.." + std::to_string(replicas) + " (0: all)");
+      if (sync_.replicas_to_aggregate < 0 ||
+          static_cast<std::size_t>(sync_.replicas_to_aggregate) > replicas) {
+        throw Error("convoy: replicas_to_aggregate is " +
+                    std::to_string(sync_.replicas_to_aggregate) + " but there are " +
+                    std::to_string(replicas) + " replicas; pick 1.." + std::to_string(replicas) +
+                    " (0: all)");
       }
     }
     set_optimizer(optim::Sgd{});
@@ -130,9 +141,11 @@ class Strategy {
 
   /// The authoritative weights (the central copy, or replica 0's when every replica mirrors them).
   std::span<float const> weights() const {
-    return uses_central() ? std::span<float const>(state_.central) : state_.replicas[0].variables().weights();
+    return uses_central() ? std::span<float const>(state_.central)
+                          : state_.replicas[0].variables().weights();
   }
-  /// Sets the weights of every replica (and the central copy). Throws ShapeError on a size mismatch.
+  /// Sets the weights of every replica (and the central copy). Throws ShapeError on a size
+  /// mismatch.
   void assign_weights(std::span<float const> flat) {
     for (auto& replica : state_.replicas) replica.variables().set_flat(flat);
     if (uses_central()) std::copy(flat.begin(), flat.end(), state_.central.begin());
@@ -155,7 +168,8 @@ class Strategy {
   /// Rows of data one unit of progress consumes, for a global batch of `batch` rows.
   std::size_t rows_per_progress(std::size_t batch) const {
     if constexpr (std::same_as<Sync, sync::Synchronous>) {
-      if (lock_based()) return batch / replicas() * static_cast<std::size_t>(sync_.replicas_to_aggregate);
+      if (lock_based())
+        return batch / replicas() * static_cast<std::size_t>(sync_.replicas_to_aggregate);
       return batch;
     } else {
       return batch / replicas();
@@ -163,7 +177,8 @@ class Strategy {
   }
   std::int64_t progress() const { return asynchronous() ? state_.global_step : state_.step; }
   /// Restores counters from a checkpoint.
-  void set_counters(std::int64_t step, std::int64_t global_step, std::vector<std::int64_t> const& replica_steps) {
+  void set_counters(std::int64_t step, std::int64_t global_step,
+                    std::vector<std::int64_t> const& replica_steps) {
     state_.step = step;
     state_.global_step = global_step;
     if (replica_steps.size() == state_.local_steps.size()) {
@@ -179,17 +194,20 @@ class Strategy {
     auto const& vars = state_.replicas[0].variables();
     std::string where;
     if (Placement::shared_weights || lock_based()) {
-      where = "/cpu:0 (one central copy; replicas " + std::string(lock_based() ? "pull copies of it" : "read it") + ")";
+      where = "/cpu:0 (one central copy; replicas " +
+              std::string(lock_based() ? "pull copies of it" : "read it") + ")";
     } else if (replicas() == 1) {
       where = "/cpu:0";
     } else {
       where = "mirrored on /cpu:0 replicas 0-" + std::to_string(replicas() - 1);
     }
-    out << "convoy placement: Strategy<" << Placement::name << ", " << Comm::name << ", " << Sync::name << ">, "
-        << replicas() << " replica(s)\n";
-    for (auto const& v : vars.list()) out << "convoy placement: " << v.name << " " << to_string(v.shape) << " -> " << where << "\n";
+    out << "convoy placement: Strategy<" << Placement::name << ", " << Comm::name << ", "
+        << Sync::name << ">, " << replicas() << " replica(s)\n";
+    for (auto const& v : vars.list())
+      out << "convoy placement: " << v.name << " " << to_string(v.shape) << " -> " << where << "\n";
     for (std::size_t r = 0; r < replicas(); ++r) {
-      out << "convoy placement: replica " << r << " computes forward_backward on /cpu:0 thread " << r << "\n";
+      out << "convoy placement: replica " << r << " computes forward_backward on /cpu:0 thread "
+          << r << "\n";
     }
   }
 
@@ -197,7 +215,8 @@ class Strategy {
   // Asynchronous work, bounded staleness and partial aggregation pull copies of a central truth.
   bool lock_based() const {
     if constexpr (std::same_as<Sync, sync::Synchronous>) {
-      return sync_.replicas_to_aggregate != 0 && static_cast<std::size_t>(sync_.replicas_to_aggregate) < replicas();
+      return sync_.replicas_to_aggregate != 0 &&
+             static_cast<std::size_t>(sync_.replicas_to_aggregate) < replicas();
     } else {
       return true;
     }
@@ -215,7 +234,8 @@ class Strategy {
   comm::detail::SharedMode shared_mode() const {
     using Kind = comm::detail::SharedMode::Kind;
     if constexpr (std::same_as<Sync, sync::Synchronous>) {
-      return {Kind::aggregate, 0, static_cast<std::size_t>(sync_.replicas_to_aggregate), sync_.timeout};
+      return {Kind::aggregate, 0, static_cast<std::size_t>(sync_.replicas_to_aggregate),
+              sync_.timeout};
     } else if constexpr (detail::is_bounded_staleness<Sync>) {
       return {Kind::bounded, Sync::staleness, 0, sync_.timeout};
     } else {
@@ -226,8 +246,9 @@ class Strategy {
   void resolve_placement() {
     if constexpr (std::same_as<Placement, place::Gpu>) {
       std::string const what = "convoy: place::Gpu{device " + std::to_string(placement_.device) +
-                                "} cannot be honoured: this build has no CUDA backend";
-      if (placement_.strict) throw PlacementError(what + " (strict placement); use place::Host, or turn strict off");
+                               "} cannot be honoured: this build has no CUDA backend";
+      if (placement_.strict)
+        throw PlacementError(what + " (strict placement); use place::Host, or turn strict off");
       std::clog << what << "; running on the host (/cpu:0) instead\n";
     }
   }

@@ -1,9 +1,8 @@
 // place::Host runs one replica, so it cannot be paired with sync::Asynchronous.
 // expected-error: place::Host and place::Gpu run one replica
-#include <cstddef>
-
 #include <convoy/nn/mlp.hpp>
 #include <convoy/strategy.hpp>
+#include <cstddef>
 
 namespace {
 

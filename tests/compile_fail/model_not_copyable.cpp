@@ -1,9 +1,8 @@
 // Replicas are copies of the model handed to the Strategy, so a model must be copyable.
 // expected-error: a Model must be copy-constructible
+#include <convoy/strategy.hpp>
 #include <cstddef>
 #include <memory>
-
-#include <convoy/strategy.hpp>
 
 namespace {
 
@@ -14,7 +13,8 @@ struct Unique {
   float forward_backward(convoy::Batch const&) { return 0.0f; }
 };
 
-using Rejected = convoy::Strategy<Unique, convoy::place::Mirrored, convoy::comm::InProcess, convoy::sync::Synchronous>;
+using Rejected = convoy::Strategy<Unique, convoy::place::Mirrored, convoy::comm::InProcess,
+                                  convoy::sync::Synchronous>;
 
 }  // namespace
 

@@ -1,10 +1,9 @@
 // A Model with variables() but no forward_backward(): Strategy must reject it and print the
 // signature to write.
 // expected-error: needs 'float forward_backward(convoy::Batch const&)'
-#include <cstddef>
-
 #include <convoy/core/variables.hpp>
 #include <convoy/strategy.hpp>
+#include <cstddef>
 
 namespace {
 

@@ -1,10 +1,9 @@
 // A Model with forward_backward() but no variables(): Strategy must reject it and print the
 // signature to write.
 // expected-error: needs 'convoy::Variables& variables()'
-#include <cstddef>
-
 #include <convoy/core/batch.hpp>
 #include <convoy/strategy.hpp>
+#include <cstddef>
 
 namespace {
 
@@ -12,8 +11,8 @@ struct NoVariables {
   float forward_backward(convoy::Batch const&) { return 0.0f; }
 };
 
-using Rejected =
-    convoy::Strategy<NoVariables, convoy::place::Host, convoy::comm::InProcess, convoy::sync::Synchronous>;
+using Rejected = convoy::Strategy<NoVariables, convoy::place::Host, convoy::comm::InProcess,
+                                  convoy::sync::Synchronous>;
 
 }  // namespace
 

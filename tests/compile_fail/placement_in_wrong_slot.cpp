@@ -1,9 +1,8 @@
 // The placement and communication policies swapped: Strategy must name the slot that is wrong.
 // expected-error: second argument must be a placement policy
-#include <cstddef>
-
 #include <convoy/nn/mlp.hpp>
 #include <convoy/strategy.hpp>
+#include <cstddef>
 
 namespace {
 

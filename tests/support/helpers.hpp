@@ -28,7 +28,8 @@ inline std::string read_file(std::filesystem::path const& path) {
 }
 
 inline void write_file(std::filesystem::path const& path, std::string const& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace convoy::testing

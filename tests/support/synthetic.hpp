@@ -3,20 +3,21 @@
 #pragma once
 
 #include <convoy/io/dataset.hpp>
-
 #include <cstdint>
 #include <random>
 
 namespace convoy::testing {
 
-inline io::Dataset synthetic_classes(std::size_t rows, std::size_t cols, std::size_t classes, std::uint64_t seed = 1) {
+inline io::Dataset synthetic_classes(std::size_t rows, std::size_t cols, std::size_t classes,
+                                     std::uint64_t seed = 1) {
   io::Dataset data{"synthetic", cols, {}, {}, 0, {}};
   std::mt19937_64 engine(seed);
   std::normal_distribution<float> noise(0.0f, 1.0f);
   for (std::size_t i = 0; i < rows; ++i) {
     auto const label = static_cast<std::int32_t>(i % classes);
     for (std::size_t c = 0; c < cols; ++c) {
-      data.features.push_back(noise(engine) + (c % classes == static_cast<std::size_t>(label) ? 1.5f : 0.0f));
+      data.features.push_back(noise(engine) +
+                              (c % classes == static_cast<std::size_t>(label) ? 1.5f : 0.0f));
     }
     data.labels.push_back(label);
   }

@@ -25,7 +25,9 @@ struct Metrics {
   std::size_t count = 0;
 
   double mean_loss() const { return count ? loss_sum / static_cast<double>(count) : 0.0; }
-  double accuracy() const { return count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0; }
+  double accuracy() const {
+    return count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0;
+  }
   Metrics& operator+=(Metrics const& other) {
     loss_sum += other.loss_sum;
     correct += other.correct;

@@ -35,9 +35,9 @@ struct Variable {
   std::size_t size;    ///< element count
 };
 
-/// The ordered set of a model's variables. Not thread-safe for concurrent add(); concurrent reads and
-/// writes of distinct elements of the arenas are the caller's business (the strategies partition
-/// them).
+/// The ordered set of a model's variables. Not thread-safe for concurrent add(); concurrent reads
+/// and writes of distinct elements of the arenas are the caller's business (the strategies
+/// partition them).
 class Variables {
  public:
   static constexpr std::uint64_t default_seed = 0x5eedULL;
@@ -50,8 +50,12 @@ class Variables {
   /// A copy always owns its weights, even when the original is bound to shared storage, so a copy
   /// can never write into another set's arena.
   Variables(Variables const& other)
-      : scope_(other.scope_), list_(other.list_), by_name_(other.by_name_),
-        own_weights_(other.weights().begin(), other.weights().end()), grads_(other.grads_), rng_(other.rng_) {}
+      : scope_(other.scope_),
+        list_(other.list_),
+        by_name_(other.by_name_),
+        own_weights_(other.weights().begin(), other.weights().end()),
+        grads_(other.grads_),
+        rng_(other.rng_) {}
   Variables& operator=(Variables const& other) {
     if (this != &other) *this = Variables(other);
     return *this;
@@ -63,14 +67,16 @@ class Variables {
   /// Adds a zero-initialised variable named `scope/name`. Throws NameError when that name exists.
   VariableId add(std::string_view name, Shape shape) {
     std::string full = scope_.empty() ? std::string(name) : scope_ + "/" + std::string(name);
-    if (name.empty()) throw NameError("convoy: a variable needs a non-empty name (scope '" + scope_ + "')");
+    if (name.empty())
+      throw NameError("convoy: a variable needs a non-empty name (scope '" + scope_ + "')");
     if (by_name_.contains(full)) {
       throw NameError("convoy: duplicate variable name '" + full +
                       "'; give each layer a distinct name, or build each model under its own scope "
                       "(convoy::Variables{\"scope\"})");
     }
     if (!external_.empty()) {
-      throw NameError("convoy: cannot add '" + full + "' after the weights were bound to shared storage");
+      throw NameError("convoy: cannot add '" + full +
+                      "' after the weights were bound to shared storage");
     }
     std::size_t const size = convoy::element_count(shape);
     std::size_t const offset = own_weights_.size();
@@ -81,11 +87,15 @@ class Variables {
     return VariableId{list_.size() - 1};
   }
 
-  std::span<float> value(VariableId id) { return weights().subspan(list_[id.index].offset, list_[id.index].size); }
+  std::span<float> value(VariableId id) {
+    return weights().subspan(list_[id.index].offset, list_[id.index].size);
+  }
   std::span<float const> value(VariableId id) const {
     return weights().subspan(list_[id.index].offset, list_[id.index].size);
   }
-  std::span<float> grad(VariableId id) { return std::span(grads_).subspan(list_[id.index].offset, list_[id.index].size); }
+  std::span<float> grad(VariableId id) {
+    return std::span(grads_).subspan(list_[id.index].offset, list_[id.index].size);
+  }
   std::span<float const> grad(VariableId id) const {
     return std::span(grads_).subspan(list_[id.index].offset, list_[id.index].size);
   }
@@ -93,18 +103,20 @@ class Variables {
   /// The whole weights arena, in declaration order (the Ray text's get_flat()).
   std::span<float> weights() { return external_.empty() ? std::span(own_weights_) : external_; }
   std::span<float const> weights() const {
-    return external_.empty() ? std::span<float const>(own_weights_) : std::span<float const>(external_);
+    return external_.empty() ? std::span<float const>(own_weights_)
+                             : std::span<float const>(external_);
   }
   /// The whole gradient arena, same layout as weights().
   std::span<float> grads() { return grads_; }
   std::span<float const> grads() const { return grads_; }
 
-  /// Copies of the flat weights (get_flat / set_flat). set_flat throws ShapeError on a size mismatch.
+  /// Copies of the flat weights (get_flat / set_flat). set_flat throws ShapeError on a size
+  /// mismatch.
   std::vector<float> get_flat() const { return {weights().begin(), weights().end()}; }
   void set_flat(std::span<float const> flat) {
     if (flat.size() != element_count()) {
-      throw ShapeError("convoy: set_flat got " + std::to_string(flat.size()) + " values; '" + scope_ +
-                       "' holds " + std::to_string(element_count()));
+      throw ShapeError("convoy: set_flat got " + std::to_string(flat.size()) + " values; '" +
+                       scope_ + "' holds " + std::to_string(element_count()));
     }
     std::copy(flat.begin(), flat.end(), weights().begin());
   }
@@ -156,7 +168,8 @@ class Variables {
     check_names(named, "set_weights");
     for (auto const& [name, tensor] : named) {
       auto const& v = list_[by_name_.at(name)];
-      std::copy(tensor.data.begin(), tensor.data.end(), weights().begin() + static_cast<std::ptrdiff_t>(v.offset));
+      std::copy(tensor.data.begin(), tensor.data.end(),
+                weights().begin() + static_cast<std::ptrdiff_t>(v.offset));
     }
   }
 
@@ -176,7 +189,9 @@ class Variables {
   template <class Map>
   void check_names(Map const& named, std::string_view what) const {
     std::string unknown, missing, misshaped;
-    auto append = [](std::string& list, std::string const& item) { list += (list.empty() ? "" : ", ") + item; };
+    auto append = [](std::string& list, std::string const& item) {
+      list += (list.empty() ? "" : ", ") + item;
+    };
     for (auto const& [name, value] : named) {
       auto it = by_name_.find(name);
       if (it == by_name_.end()) {

@@ -13,12 +13,12 @@
 namespace convoy::io {
 
 struct Dataset {
-  std::string name;                   ///< for messages and logs
-  std::size_t cols = 0;               ///< features per example
-  std::vector<float> features;        ///< rows x cols
-  std::vector<std::int32_t> labels;   ///< one per row, or empty
-  std::size_t target_cols = 0;        ///< targets per example (regression), or 0
-  std::vector<float> targets;         ///< rows x target_cols, or empty
+  std::string name;                  ///< for messages and logs
+  std::size_t cols = 0;              ///< features per example
+  std::vector<float> features;       ///< rows x cols
+  std::vector<std::int32_t> labels;  ///< one per row, or empty
+  std::size_t target_cols = 0;       ///< targets per example (regression), or 0
+  std::vector<float> targets;        ///< rows x target_cols, or empty
 
   std::size_t rows() const { return cols ? features.size() / cols : 0; }
 
@@ -28,7 +28,8 @@ struct Dataset {
     b.rows = count;
     b.features = std::span(features).subspan(begin * cols, count * cols);
     if (!labels.empty()) b.labels = std::span(labels).subspan(begin, count);
-    if (!targets.empty()) b.targets = std::span(targets).subspan(begin * target_cols, count * target_cols);
+    if (!targets.empty())
+      b.targets = std::span(targets).subspan(begin * target_cols, count * target_cols);
     return b;
   }
 };
@@ -38,7 +39,8 @@ struct Dataset {
 /// Throws DatasetError when there are fewer rows than shards.
 inline Dataset shard(Dataset const& data, std::size_t index, std::size_t count) {
   if (count == 0 || index >= count) {
-    throw DatasetError("convoy: shard " + std::to_string(index) + " of " + std::to_string(count) + " does not exist");
+    throw DatasetError("convoy: shard " + std::to_string(index) + " of " + std::to_string(count) +
+                       " does not exist");
   }
   std::size_t const per_shard = data.rows() / count;
   if (per_shard == 0) {
@@ -46,7 +48,11 @@ inline Dataset shard(Dataset const& data, std::size_t index, std::size_t count) 
                        " rows, fewer than its " + std::to_string(count) + " shards");
   }
   Dataset out{data.name + "[shard " + std::to_string(index) + "/" + std::to_string(count) + "]",
-              data.cols, {}, {}, data.target_cols, {}};
+              data.cols,
+              {},
+              {},
+              data.target_cols,
+              {}};
   out.features.reserve(per_shard * data.cols);
   for (std::size_t k = 0; k < per_shard; ++k) {
     std::size_t const row = index + k * count;

@@ -32,7 +32,8 @@ inline std::filesystem::path default_fashion_mnist_dir() {
 /// `label` is outside 0..9.
 inline std::string_view fashion_mnist_class_name(int label) {
   static constexpr std::array<std::string_view, 10> names = {
-      "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+      "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+      "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
   if (label < 0 || label >= static_cast<int>(names.size())) {
     throw DatasetError("convoy: " + std::to_string(label) + " is not a Fashion-MNIST label (0..9)");
   }
@@ -46,10 +47,12 @@ inline constexpr std::string_view fashion_mnist_hint =
     "CONVOY_FASHION_MNIST_DIR to a directory holding the four IDX files";
 
 // dir/<stem>.gz, or dir/<stem> when only the uncompressed file is there.
-inline std::filesystem::path fashion_mnist_file(std::filesystem::path const& dir, std::string const& stem) {
+inline std::filesystem::path fashion_mnist_file(std::filesystem::path const& dir,
+                                                std::string const& stem) {
   std::error_code ignored;
   auto const gz = dir / (stem + ".gz");
-  if (!std::filesystem::exists(gz, ignored) && std::filesystem::exists(dir / stem, ignored)) return dir / stem;
+  if (!std::filesystem::exists(gz, ignored) && std::filesystem::exists(dir / stem, ignored))
+    return dir / stem;
   return gz;
 }
 
@@ -73,7 +76,8 @@ inline void require_fashion_mnist_file(std::filesystem::path const& file) {
 /// Throws DatasetError naming the file: when one is missing (saying how to get the package), is
 /// malformed (see read_idx), holds images other than N x 28 x 28 or labels other than N, has
 /// image and label counts that differ, or holds a label of 10 or more.
-inline Dataset load_fashion_mnist(Split split, std::filesystem::path const& dir = default_fashion_mnist_dir()) {
+inline Dataset load_fashion_mnist(Split split,
+                                  std::filesystem::path const& dir = default_fashion_mnist_dir()) {
   std::string const prefix = split == Split::train ? "train" : "t10k";
   auto const images_path = detail::fashion_mnist_file(dir, prefix + "-images-idx3-ubyte");
   auto const labels_path = detail::fashion_mnist_file(dir, prefix + "-labels-idx1-ubyte");
@@ -84,9 +88,10 @@ inline Dataset load_fashion_mnist(Split split, std::filesystem::path const& dir 
   IdxArray const images = read_idx(images_path);
   if (images.shape.size() != 3 || images.shape[1] != 28 || images.shape[2] != 28) {
     std::string shape;
-    for (std::size_t d = 0; d < images.shape.size(); ++d) shape += (d ? " x " : "") + std::to_string(images.shape[d]);
-    throw DatasetError("convoy: Fashion-MNIST images '" + images_path.string() + "' have shape [" + shape +
-                       "]; expected N x 28 x 28");
+    for (std::size_t d = 0; d < images.shape.size(); ++d)
+      shape += (d ? " x " : "") + std::to_string(images.shape[d]);
+    throw DatasetError("convoy: Fashion-MNIST images '" + images_path.string() + "' have shape [" +
+                       shape + "]; expected N x 28 x 28");
   }
   IdxArray const labels = read_idx(labels_path);
   if (labels.shape.size() != 1) {
@@ -95,8 +100,9 @@ inline Dataset load_fashion_mnist(Split split, std::filesystem::path const& dir 
   }
   if (labels.shape[0] != images.shape[0]) {
     throw DatasetError("convoy: Fashion-MNIST labels '" + labels_path.string() + "' hold " +
-                       std::to_string(labels.shape[0]) + " labels but images '" + images_path.string() +
-                       "' hold " + std::to_string(images.shape[0]) + " images");
+                       std::to_string(labels.shape[0]) + " labels but images '" +
+                       images_path.string() + "' hold " + std::to_string(images.shape[0]) +
+                       " images");
   }
 
   Dataset out;
@@ -106,7 +112,8 @@ inline Dataset load_fashion_mnist(Split split, std::filesystem::path const& dir 
   for (std::size_t i = 0; i < labels.data.size(); ++i) {
     if (labels.data[i] >= 10) {
       throw DatasetError("convoy: Fashion-MNIST labels '" + labels_path.string() + "' hold label " +
-                         std::to_string(labels.data[i]) + " at index " + std::to_string(i) + "; expected 0..9");
+                         std::to_string(labels.data[i]) + " at index " + std::to_string(i) +
+                         "; expected 0..9");
     }
     out.labels[i] = labels.data[i];
   }

@@ -59,13 +59,20 @@ inline std::string hex_byte(unsigned value) {
 
 inline std::string_view idx_type_name(unsigned code) {
   switch (code) {
-    case 0x08: return "unsigned byte";
-    case 0x09: return "signed byte";
-    case 0x0B: return "int16";
-    case 0x0C: return "int32";
-    case 0x0D: return "float32";
-    case 0x0E: return "float64";
-    default: return "not an IDX type";
+    case 0x08:
+      return "unsigned byte";
+    case 0x09:
+      return "signed byte";
+    case 0x0B:
+      return "int16";
+    case 0x0C:
+      return "int32";
+    case 0x0D:
+      return "float32";
+    case 0x0E:
+      return "float64";
+    default:
+      return "not an IDX type";
   }
 }
 
@@ -78,7 +85,8 @@ inline std::string gz_problem(gzFile_s* file, std::filesystem::path const& path)
   if (code == Z_ERRNO) return std::string("read error: ") + std::strerror(errno);
   std::string text = message ? message : "zlib error " + std::to_string(code);
   // zlib prefixes the path, which the caller's message already names.
-  if (std::string const prefix = path.string() + ": "; text.starts_with(prefix)) text.erase(0, prefix.size());
+  if (std::string const prefix = path.string() + ": "; text.starts_with(prefix))
+    text.erase(0, prefix.size());
   return "damaged compressed data (" + text + ")";
 }
 
@@ -122,7 +130,8 @@ inline IdxArray read_idx(std::filesystem::path const& path) {
   errno = 0;
   detail::GzHandle file{gzopen(path.string().c_str(), "rb")};
   if (!file) {
-    detail::idx_fail(path, std::string("cannot open: ") + (errno ? std::strerror(errno) : "out of memory"));
+    detail::idx_fail(
+        path, std::string("cannot open: ") + (errno ? std::strerror(errno) : "out of memory"));
   }
   gzbuffer(file.get(), 1u << 17);  // zlib's 8 KiB default makes many small reads of the source
 
@@ -131,9 +140,10 @@ inline IdxArray read_idx(std::filesystem::path const& path) {
     detail::idx_fail(path, "too short for an IDX header (fewer than 4 bytes)");
   }
   if (magic[0] != 0 || magic[1] != 0) {
-    detail::idx_fail(path, "bad magic " + detail::hex_byte(magic[0]) + " " + detail::hex_byte(magic[1]) + " " +
-                               detail::hex_byte(magic[2]) + " " + detail::hex_byte(magic[3]) +
-                               "; an IDX file starts with two zero bytes, a type byte and a dimension count");
+    detail::idx_fail(
+        path, "bad magic " + detail::hex_byte(magic[0]) + " " + detail::hex_byte(magic[1]) + " " +
+                  detail::hex_byte(magic[2]) + " " + detail::hex_byte(magic[3]) +
+                  "; an IDX file starts with two zero bytes, a type byte and a dimension count");
   }
   if (magic[2] != 0x08) {
     detail::idx_fail(path, "unsupported element type " + detail::hex_byte(magic[2]) + " (" +
@@ -146,7 +156,8 @@ inline IdxArray read_idx(std::filesystem::path const& path) {
   if (std::size_t const got = detail::gz_read_fully(file.get(), sizes.data(), sizes.size(), path);
       got < sizes.size()) {
     detail::idx_fail(path, "header truncated: " + std::to_string(dims) + " dimensions need " +
-                               std::to_string(sizes.size()) + " bytes of sizes, found " + std::to_string(got));
+                               std::to_string(sizes.size()) + " bytes of sizes, found " +
+                               std::to_string(got));
   }
 
   IdxArray out;
@@ -154,19 +165,22 @@ inline IdxArray read_idx(std::filesystem::path const& path) {
   std::uint64_t elements = 1;
   for (std::size_t d = 0; d < dims; ++d) {
     std::uint8_t const* b = sizes.data() + 4 * d;
-    out.shape[d] = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | b[3];
+    out.shape[d] = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) |
+                   (std::uint32_t{b[2]} << 8) | b[3];
     // elements <= 2^32 and a size < 2^32 keep the product below 2^64: no overflow before the test.
     elements *= out.shape[d];
     if (elements > detail::idx_max_elements) {
       std::string shape_text;
-      for (std::size_t k = 0; k <= d; ++k) shape_text += (k ? " x " : "") + std::to_string(out.shape[k]);
+      for (std::size_t k = 0; k <= d; ++k)
+        shape_text += (k ? " x " : "") + std::to_string(out.shape[k]);
       detail::idx_fail(path, "sizes " + shape_text + (d + 1 < dims ? " x ..." : "") +
                                  " exceed 2^32 elements; the header is damaged");
     }
   }
   if constexpr (sizeof(std::size_t) < sizeof(std::uint64_t)) {
     if (elements > std::numeric_limits<std::size_t>::max()) {
-      detail::idx_fail(path, std::to_string(elements) + " elements do not fit in memory on this platform");
+      detail::idx_fail(
+          path, std::to_string(elements) + " elements do not fit in memory on this platform");
     }
   }
 
@@ -182,8 +196,8 @@ inline IdxArray read_idx(std::filesystem::path const& path) {
     if (got < want) break;
   }
   if (found < expected) {
-    detail::idx_fail(path, "data truncated: the header promises " + std::to_string(expected) + " bytes, found " +
-                               std::to_string(found));
+    detail::idx_fail(path, "data truncated: the header promises " + std::to_string(expected) +
+                               " bytes, found " + std::to_string(found));
   }
   // Reading one byte past the end also makes zlib check the gzip trailer (CRC and length).
   std::uint8_t extra = 0;

@@ -20,7 +20,8 @@
 
 namespace convoy::io {
 
-/// One replica's gathered rows; reused from step to step so steady-state training allocates nothing.
+/// One replica's gathered rows; reused from step to step so steady-state training allocates
+/// nothing.
 struct BatchBuffer {
   std::vector<float> features;
   std::vector<std::int32_t> labels;
@@ -37,13 +38,14 @@ class Sampler {
   Sampler(std::size_t rows, std::size_t global_batch, std::size_t replicas, std::uint64_t seed)
       : rows_(rows), batch_(global_batch), replicas_(replicas), seed_(seed) {
     if (replicas == 0 || global_batch == 0 || global_batch % replicas != 0) {
-      throw DatasetError("convoy: a batch of " + std::to_string(global_batch) + " does not split evenly over " +
-                         std::to_string(replicas) + " replicas; pick a batch size that is a multiple of " +
+      throw DatasetError("convoy: a batch of " + std::to_string(global_batch) +
+                         " does not split evenly over " + std::to_string(replicas) +
+                         " replicas; pick a batch size that is a multiple of " +
                          std::to_string(replicas));
     }
     if (global_batch > rows) {
-      throw DatasetError("convoy: a batch of " + std::to_string(global_batch) + " is larger than the dataset (" +
-                         std::to_string(rows) + " rows)");
+      throw DatasetError("convoy: a batch of " + std::to_string(global_batch) +
+                         " is larger than the dataset (" + std::to_string(rows) + " rows)");
     }
   }
 
@@ -56,12 +58,14 @@ class Sampler {
   /// Throws DatasetError for a replica, step or dataset this sampler was not made for.
   Batch fill(Dataset const& data, std::size_t replica, std::int64_t step, BatchBuffer& buf) const {
     if (replica >= replicas_ || step < 0 || data.rows() != rows_) {
-      throw DatasetError("convoy: sampler for " + std::to_string(rows_) + " rows and " + std::to_string(replicas_) +
-                         " replicas asked for replica " + std::to_string(replica) + ", step " + std::to_string(step) +
-                         " of '" + data.name + "' (" + std::to_string(data.rows()) + " rows)");
+      throw DatasetError("convoy: sampler for " + std::to_string(rows_) + " rows and " +
+                         std::to_string(replicas_) + " replicas asked for replica " +
+                         std::to_string(replica) + ", step " + std::to_string(step) + " of '" +
+                         data.name + "' (" + std::to_string(data.rows()) + " rows)");
     }
     auto const epoch = step / static_cast<std::int64_t>(steps_per_epoch());
-    auto const in_epoch = static_cast<std::size_t>(step % static_cast<std::int64_t>(steps_per_epoch()));
+    auto const in_epoch =
+        static_cast<std::size_t>(step % static_cast<std::int64_t>(steps_per_epoch()));
     if (buf.epoch != epoch) {
       permute(epoch, buf.permutation);
       buf.epoch = epoch;
@@ -73,7 +77,8 @@ class Sampler {
     buf.targets.resize(data.targets.empty() ? 0 : n * data.target_cols);
     for (std::size_t k = 0; k < n; ++k) {
       std::size_t const row = buf.permutation[first + k];
-      std::copy_n(data.features.data() + row * data.cols, data.cols, buf.features.data() + k * data.cols);
+      std::copy_n(data.features.data() + row * data.cols, data.cols,
+                  buf.features.data() + k * data.cols);
       if (!buf.labels.empty()) buf.labels[k] = data.labels[row];
       if (!buf.targets.empty()) {
         std::copy_n(data.targets.data() + row * data.target_cols, data.target_cols,

@@ -5,14 +5,14 @@
 
 #include <cblas.h>
 #include <omp.h>
-
-#include <cstddef>
 #include <thrust/for_each.h>
 #include <thrust/functional.h>
-#include <thrust/transform_reduce.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/system/cpp/execution_policy.h>
 #include <thrust/system/omp/execution_policy.h>
+#include <thrust/transform_reduce.h>
+
+#include <cstddef>
 
 // OpenBLAS's own knobs; weak so that any other CBLAS links too (the calls are then skipped).
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
@@ -36,7 +36,8 @@ class OneThreadPerReplica {
   }
   ~OneThreadPerReplica() {
     omp_set_num_threads(omp_threads_);
-    if (openblas_set_num_threads != nullptr && blas_threads_ > 0) openblas_set_num_threads(blas_threads_);
+    if (openblas_set_num_threads != nullptr && blas_threads_ > 0)
+      openblas_set_num_threads(blas_threads_);
   }
   OneThreadPerReplica(OneThreadPerReplica const&) = delete;
   OneThreadPerReplica& operator=(OneThreadPerReplica const&) = delete;
@@ -46,9 +47,10 @@ class OneThreadPerReplica {
   int blas_threads_;
 };
 
-/// Calls f(i) for i in [0, n) through Thrust: its OpenMP system when the calling thread may use more
-/// than one OpenMP thread, else its sequential system, because a one-thread OpenMP team adds about
-/// a microsecond per call and buys nothing (the synchronous reduction makes ~100 calls a step).
+/// Calls f(i) for i in [0, n) through Thrust: its OpenMP system when the calling thread may use
+/// more than one OpenMP thread, else its sequential system, because a one-thread OpenMP team adds
+/// about a microsecond per call and buys nothing (the synchronous reduction makes ~100 calls a
+/// step).
 template <class F>
 void for_each_index(std::size_t n, F f) {
   if (omp_get_max_threads() > 1) {
@@ -62,7 +64,8 @@ void for_each_index(std::size_t n, F f) {
 template <class F>
 double sum_over_indices(std::size_t n, F f) {
   thrust::counting_iterator<std::size_t> const first(0), last(n);
-  if (omp_get_max_threads() > 1) return thrust::transform_reduce(thrust::omp::par, first, last, f, 0.0, thrust::plus<double>{});
+  if (omp_get_max_threads() > 1)
+    return thrust::transform_reduce(thrust::omp::par, first, last, f, 0.0, thrust::plus<double>{});
   return thrust::transform_reduce(thrust::cpp::par, first, last, f, 0.0, thrust::plus<double>{});
 }
 

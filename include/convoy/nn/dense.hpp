@@ -1,5 +1,6 @@
-// Dense: a fully connected layer y = x W + b. It holds only the ids of its two variables, so a model
-// made of Dense layers can be copied into replicas freely; every call names the Variables it reads.
+// Dense: a fully connected layer y = x W + b. It holds only the ids of its two variables, so a
+// model made of Dense layers can be copied into replicas freely; every call names the Variables it
+// reads.
 #pragma once
 
 #include <cmath>
@@ -29,18 +30,21 @@ class Dense {
   }
 
   /// y (rows x outputs) = x (rows x inputs) W + b.
-  void forward(Variables const& vars, std::span<float const> x, std::size_t rows, std::span<float> y) const {
+  void forward(Variables const& vars, std::span<float const> x, std::size_t rows,
+               std::span<float> y) const {
     float const* b = vars.value(bias_).data();
     float* out = y.data();
     std::size_t const n = outputs_;
     math::for_each_index(rows * n, [=](std::size_t i) { out[i] = b[i % n]; });
-    math::gemm(false, false, rows, n, inputs_, 1.0f, x.data(), vars.value(kernel_).data(), 1.0f, out);
+    math::gemm(false, false, rows, n, inputs_, 1.0f, x.data(), vars.value(kernel_).data(), 1.0f,
+               out);
   }
 
   /// Overwrites dW = x^T dy and db = column sums of dy; writes dx = dy W^T when dx is non-empty.
-  void backward(Variables& vars, std::span<float const> x, std::span<float const> dy, std::size_t rows,
-                std::span<float> dx) const {
-    math::gemm(true, false, inputs_, outputs_, rows, 1.0f, x.data(), dy.data(), 0.0f, vars.grad(kernel_).data());
+  void backward(Variables& vars, std::span<float const> x, std::span<float const> dy,
+                std::size_t rows, std::span<float> dx) const {
+    math::gemm(true, false, inputs_, outputs_, rows, 1.0f, x.data(), dy.data(), 0.0f,
+               vars.grad(kernel_).data());
     float* db = vars.grad(bias_).data();
     float const* g = dy.data();
     std::size_t const n = outputs_;
@@ -50,7 +54,8 @@ class Dense {
       db[j] = sum;
     });
     if (!dx.empty()) {
-      math::gemm(false, true, rows, inputs_, outputs_, 1.0f, dy.data(), vars.value(kernel_).data(), 0.0f, dx.data());
+      math::gemm(false, true, rows, inputs_, outputs_, 1.0f, dy.data(), vars.value(kernel_).data(),
+                 0.0f, dx.data());
     }
   }
 

@@ -14,8 +14,8 @@ namespace convoy::nn {
 
 namespace detail {
 // Loss of one row of logits; writes softmax - onehot, scaled by `scale`, into grad when non-null.
-inline float softmax_row(float const* z, std::int32_t label, std::size_t classes, float scale, float* grad,
-                         bool* correct) {
+inline float softmax_row(float const* z, std::int32_t label, std::size_t classes, float scale,
+                         float* grad, bool* correct) {
   float top = z[0];
   std::size_t arg = 0;
   for (std::size_t j = 1; j < classes; ++j) {
@@ -35,25 +35,29 @@ inline float softmax_row(float const* z, std::int32_t label, std::size_t classes
 
 /// Mean softmax cross-entropy of `logits` (rows x classes) against `labels`; writes its gradient to
 /// `dlogits` (same shape).
-inline float softmax_cross_entropy(std::span<float const> logits, std::span<std::int32_t const> labels,
-                                   std::size_t rows, std::size_t classes, std::span<float> dlogits) {
+inline float softmax_cross_entropy(std::span<float const> logits,
+                                   std::span<std::int32_t const> labels, std::size_t rows,
+                                   std::size_t classes, std::span<float> dlogits) {
   float const* z = logits.data();
   std::int32_t const* y = labels.data();
   float* g = dlogits.data();
   float const scale = 1.0f / static_cast<float>(rows);
   double const total = math::sum_over_indices(rows, [=](std::size_t r) {
-    return static_cast<double>(detail::softmax_row(z + r * classes, y[r], classes, scale, g + r * classes, nullptr));
+    return static_cast<double>(
+        detail::softmax_row(z + r * classes, y[r], classes, scale, g + r * classes, nullptr));
   });
   return static_cast<float>(total / static_cast<double>(rows));
 }
 
 /// Loss sum and correct predictions of `logits` against `labels`; no gradient.
-inline Metrics softmax_cross_entropy_metrics(std::span<float const> logits, std::span<std::int32_t const> labels,
-                                             std::size_t rows, std::size_t classes) {
+inline Metrics softmax_cross_entropy_metrics(std::span<float const> logits,
+                                             std::span<std::int32_t const> labels, std::size_t rows,
+                                             std::size_t classes) {
   Metrics m;
   for (std::size_t r = 0; r < rows; ++r) {
     bool correct = false;
-    m.loss_sum += detail::softmax_row(logits.data() + r * classes, labels[r], classes, 0.0f, nullptr, &correct);
+    m.loss_sum += detail::softmax_row(logits.data() + r * classes, labels[r], classes, 0.0f,
+                                      nullptr, &correct);
     m.correct += correct ? 1 : 0;
   }
   m.count = rows;

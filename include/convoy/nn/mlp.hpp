@@ -1,5 +1,6 @@
 // Mlp: a ready-made multi-layer perceptron model (Dense + ReLU layers, softmax cross-entropy on the
-// last), satisfying convoy::model. Variables are named "<scope>/layer1/kernel", "<scope>/layer1/bias", ...
+// last), satisfying convoy::model. Variables are named "<scope>/layer1/kernel",
+// "<scope>/layer1/bias", ...
 #pragma once
 
 #include <cstddef>
@@ -39,7 +40,8 @@ class Mlp {
     forward(batch);
     std::size_t const last = layers_.size() - 1;
     deltas_[last].resize(outputs_[last].size());
-    float const loss = softmax_cross_entropy(outputs_[last], batch.labels, batch.rows, layers_[last].outputs(), deltas_[last]);
+    float const loss = softmax_cross_entropy(outputs_[last], batch.labels, batch.rows,
+                                             layers_[last].outputs(), deltas_[last]);
     for (std::size_t l = last + 1; l-- > 0;) {
       std::span<float> dx;
       if (l > 0) {
@@ -55,7 +57,8 @@ class Mlp {
   /// Loss sum and correct predictions over the batch; touches no gradient.
   Metrics evaluate(Batch const& batch) {
     forward(batch);
-    return softmax_cross_entropy_metrics(outputs_.back(), batch.labels, batch.rows, layers_.back().outputs());
+    return softmax_cross_entropy_metrics(outputs_.back(), batch.labels, batch.rows,
+                                         layers_.back().outputs());
   }
 
   std::vector<Dense> const& layers() const { return layers_; }
@@ -63,20 +66,23 @@ class Mlp {
  private:
   void forward(Batch const& batch) {
     if (batch.features.size() != batch.rows * layers_.front().inputs()) {
-      throw ShapeError("convoy: Mlp '" + vars_.scope() + "' takes " + std::to_string(layers_.front().inputs()) +
-                       " features per example; the batch has " + std::to_string(batch.features.size()) +
-                       " values for " + std::to_string(batch.rows) + " rows (" +
-                       std::to_string(batch.rows ? batch.features.size() / batch.rows : 0) + " per row)");
+      throw ShapeError(
+          "convoy: Mlp '" + vars_.scope() + "' takes " + std::to_string(layers_.front().inputs()) +
+          " features per example; the batch has " + std::to_string(batch.features.size()) +
+          " values for " + std::to_string(batch.rows) + " rows (" +
+          std::to_string(batch.rows ? batch.features.size() / batch.rows : 0) + " per row)");
     }
     if (batch.labels.size() != batch.rows) {
-      throw ShapeError("convoy: Mlp '" + vars_.scope() + "' needs one label per row; the batch has " +
-                       std::to_string(batch.labels.size()) + " labels for " + std::to_string(batch.rows) + " rows");
+      throw ShapeError("convoy: Mlp '" + vars_.scope() +
+                       "' needs one label per row; the batch has " +
+                       std::to_string(batch.labels.size()) + " labels for " +
+                       std::to_string(batch.rows) + " rows");
     }
     auto const classes = static_cast<std::int32_t>(layers_.back().outputs());
     for (std::int32_t label : batch.labels) {
       if (label < 0 || label >= classes) {
-        throw ShapeError("convoy: label " + std::to_string(label) + " is outside the " + std::to_string(classes) +
-                         " classes of Mlp '" + vars_.scope() + "'");
+        throw ShapeError("convoy: label " + std::to_string(label) + " is outside the " +
+                         std::to_string(classes) + " classes of Mlp '" + vars_.scope() + "'");
       }
     }
     for (std::size_t l = 0; l < layers_.size(); ++l) {

@@ -39,21 +39,25 @@ class Optimizer {
     return std::visit([](auto const& o) { return std::string_view(o.name); }, any_);
   }
   std::span<std::string_view const> slot_names() const {
-    return std::visit([](auto const& o) { return std::span<std::string_view const>(o.slot_names); }, any_);
+    return std::visit([](auto const& o) { return std::span<std::string_view const>(o.slot_names); },
+                      any_);
   }
   Any const& get() const { return any_; }
 
   /// Zeroed slots sized for `arena_size` floats.
   OptimizerState make_state(std::size_t arena_size) const {
-    return OptimizerState{std::vector<std::vector<float>>(slot_names().size(), std::vector<float>(arena_size, 0.0f)), 0};
+    return OptimizerState{
+        std::vector<std::vector<float>>(slot_names().size(), std::vector<float>(arena_size, 0.0f)),
+        0};
   }
 
   /// One update of weights[begin, begin + grads.size()) with `state`'s matching slot ranges.
   void apply(std::span<float> weights, std::span<float const> grads, OptimizerState& state,
              std::size_t begin, float grad_scale, std::int64_t step) const {
     if (state.slots.size() != slot_names().size()) {
-      throw Error("convoy: " + std::string(name()) + " needs " + std::to_string(slot_names().size()) +
-                  " slot arrays, the state has " + std::to_string(state.slots.size()) +
+      throw Error("convoy: " + std::string(name()) + " needs " +
+                  std::to_string(slot_names().size()) + " slot arrays, the state has " +
+                  std::to_string(state.slots.size()) +
                   "; make the state with this optimizer's make_state()");
     }
     Update u{weights.subspan(begin, grads.size()), grads, {}, grad_scale, step};
@@ -73,7 +77,8 @@ inline std::map<std::string, Tensor> named_slots(Optimizer const& opt, Optimizer
   for (std::size_t s = 0; s < names.size(); ++s) {
     for (auto const& v : vars.list()) {
       auto const* src = state.slots[s].data() + v.offset;
-      out.emplace(v.name + "/" + std::string(names[s]), Tensor{v.shape, std::vector<float>(src, src + v.size)});
+      out.emplace(v.name + "/" + std::string(names[s]),
+                  Tensor{v.shape, std::vector<float>(src, src + v.size)});
     }
   }
   return out;
@@ -88,15 +93,16 @@ inline void set_named_slots(Optimizer const& opt, OptimizerState& state, Variabl
   auto note = [&](std::string const& item) { problems += (problems.empty() ? "" : ", ") + item; };
   std::map<std::string, Shape> expected;
   for (std::size_t s = 0; s < names.size(); ++s) {
-    for (auto const& v : vars.list()) expected.emplace(v.name + "/" + std::string(names[s]), v.shape);
+    for (auto const& v : vars.list())
+      expected.emplace(v.name + "/" + std::string(names[s]), v.shape);
   }
   for (auto const& [key, tensor] : named) {
     auto it = expected.find(key);
     if (it == expected.end()) {
       note("unknown '" + key + "'");
     } else if (tensor.shape != it->second || tensor.data.size() != element_count(it->second)) {
-      note("'" + key + "' is " + to_string(tensor.shape) + " with " + std::to_string(tensor.data.size()) +
-           " values, expected " + to_string(it->second));
+      note("'" + key + "' is " + to_string(tensor.shape) + " with " +
+           std::to_string(tensor.data.size()) + " values, expected " + to_string(it->second));
     }
   }
   for (auto const& [key, shape] : expected) {
@@ -109,7 +115,8 @@ inline void set_named_slots(Optimizer const& opt, OptimizerState& state, Variabl
   for (std::size_t s = 0; s < names.size(); ++s) {
     for (auto const& v : vars.list()) {
       auto const& t = named.at(v.name + "/" + std::string(names[s]));
-      std::copy(t.data.begin(), t.data.end(), state.slots[s].begin() + static_cast<std::ptrdiff_t>(v.offset));
+      std::copy(t.data.begin(), t.data.end(),
+                state.slots[s].begin() + static_cast<std::ptrdiff_t>(v.offset));
     }
   }
 }

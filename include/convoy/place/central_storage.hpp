@@ -14,11 +14,12 @@ struct CentralStorage {
   using policy_category = placement_tag;
   static constexpr std::string_view name = "CentralStorage";
   static constexpr bool shared_weights = true;  ///< replicas read the one central copy
-  int replicas = 0;                      ///< 0: one per hardware thread
+  int replicas = 0;                             ///< 0: one per hardware thread
   bool log_placement = false;
 
   int replica_count() const {
-    return replicas > 0 ? replicas : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return replicas > 0 ? replicas
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
   friend bool operator==(CentralStorage const&, CentralStorage const&) = default;
 };

@@ -12,7 +12,7 @@ struct Host {
   using policy_category = placement_tag;
   static constexpr std::string_view name = "Host";
   static constexpr bool shared_weights = false;  ///< replicas hold their own weights
-  bool log_placement = false;                    ///< print where each variable lives and who computes
+  bool log_placement = false;  ///< print where each variable lives and who computes
 
   int replica_count() const { return 1; }
   friend bool operator==(Host const&, Host const&) = default;

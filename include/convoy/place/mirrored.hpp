@@ -1,5 +1,5 @@
-// place::Mirrored: one replica per thread (one per core by default), each with its own copy of every
-// variable; the synchronization policy keeps the copies identical.
+// place::Mirrored: one replica per thread (one per core by default), each with its own copy of
+// every variable; the synchronization policy keeps the copies identical.
 #pragma once
 
 #include <algorithm>
@@ -14,11 +14,12 @@ struct Mirrored {
   using policy_category = placement_tag;
   static constexpr std::string_view name = "Mirrored";
   static constexpr bool shared_weights = false;
-  int replicas = 0;     ///< 0: one per hardware thread
+  int replicas = 0;  ///< 0: one per hardware thread
   bool log_placement = false;
 
   int replica_count() const {
-    return replicas > 0 ? replicas : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return replicas > 0 ? replicas
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
   friend bool operator==(Mirrored const&, Mirrored const&) = default;
 };

@@ -1,5 +1,5 @@
-// sync::Asynchronous: each replica applies its own gradients to the shared weights as soon as they are
-// ready; the global step is the sum of all replicas' steps.
+// sync::Asynchronous: each replica applies its own gradients to the shared weights as soon as they
+// are ready; the global step is the sum of all replicas' steps.
 #pragma once
 
 #include <string_view>

@@ -15,7 +15,8 @@ struct BoundedStaleness {
   using policy_category = synchronization_tag;
   static constexpr std::string_view name = "BoundedStaleness";
   static constexpr int staleness = S;
-  std::chrono::milliseconds timeout{std::chrono::minutes(5)};  ///< longest wait for the slowest replica
+  std::chrono::milliseconds timeout{
+      std::chrono::minutes(5)};  ///< longest wait for the slowest replica
   friend bool operator==(BoundedStaleness const&, BoundedStaleness const&) = default;
 };
 static_assert(synchronization_policy<BoundedStaleness<2>>);

@@ -13,7 +13,7 @@ namespace convoy::sync {
 struct Synchronous {
   using policy_category = synchronization_tag;
   static constexpr std::string_view name = "Synchronous";
-  int replicas_to_aggregate = 0;                       ///< 0: all replicas
+  int replicas_to_aggregate = 0;  ///< 0: all replicas
   /// With M < replicas: the longest wait for the M-th gradient before a TimeoutError naming the
   /// replicas that have not delivered. With every replica aggregated: how long a replica waits at a
   /// step before it names, on std::clog, the replicas it is waiting for (repeated each period).

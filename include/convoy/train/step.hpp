@@ -22,7 +22,7 @@ struct StepReport {
   float loss = 0.0f;             ///< mean loss of the gradients in this update
   double seconds = 0.0;          ///< the reporting replica's compute time for its batch
   std::int64_t dropped = 0;      ///< late gradients dropped so far (replicas_to_aggregate)
-  std::int64_t lead = 0;         ///< clocks the reporting replica was ahead of the slowest at its start
+  std::int64_t lead = 0;  ///< clocks the reporting replica was ahead of the slowest at its start
 };
 
 /// A run of training steps. `batch` is called on each replica's own thread; `after_step` is called

@@ -1,6 +1,6 @@
-// Trainer: the training loop around a Strategy: data order, progress lines in the shape TensorFlow's
-// examples print, periodic evaluation, callbacks, and checkpoints that let a killed run resume
-// exactly where it stopped.
+// Trainer: the training loop around a Strategy: data order, progress lines in the shape
+// TensorFlow's examples print, periodic evaluation, callbacks, and checkpoints that let a killed
+// run resume exactly where it stopped.
 #pragma once
 
 #include <chrono>
@@ -30,15 +30,16 @@ namespace convoy {
 using Callback = std::function<bool(StepReport const&)>;
 
 struct FitOptions {
-  std::int64_t steps = 0;         ///< progress to reach: steps (synchronous) or global steps (asynchronous)
-  double epochs = 0.0;            ///< used when steps is 0: passes over the training data
-  std::size_t batch_size = 100;   ///< the global batch, split evenly over the replicas
-  std::int64_t log_every = 100;   ///< progress line every this many steps; 0: quiet
-  std::ostream* log = &std::cout; ///< where progress goes; null: nowhere
-  std::uint64_t seed = 1;         ///< data order
-  std::filesystem::path checkpoint_dir{};  ///< empty: no checkpoints
-  std::int64_t checkpoint_every = 0;     ///< 0: only at the end (when checkpoint_dir is set)
-  bool resume = true;                    ///< continue from checkpoint_dir's latest checkpoint
+  std::int64_t steps =
+      0;                ///< progress to reach: steps (synchronous) or global steps (asynchronous)
+  double epochs = 0.0;  ///< used when steps is 0: passes over the training data
+  std::size_t batch_size = 100;             ///< the global batch, split evenly over the replicas
+  std::int64_t log_every = 100;             ///< progress line every this many steps; 0: quiet
+  std::ostream* log = &std::cout;           ///< where progress goes; null: nowhere
+  std::uint64_t seed = 1;                   ///< data order
+  std::filesystem::path checkpoint_dir{};   ///< empty: no checkpoints
+  std::int64_t checkpoint_every = 0;        ///< 0: only at the end (when checkpoint_dir is set)
+  bool resume = true;                       ///< continue from checkpoint_dir's latest checkpoint
   io::Dataset const* validation = nullptr;  ///< evaluated every evaluate_every steps and at the end
   std::int64_t evaluate_every = 0;
   std::vector<Callback> callbacks{};
@@ -54,8 +55,8 @@ struct FitResult {
   std::optional<Metrics> validation;
 };
 
-/// Owns a Strategy and trains it. Not thread-safe; fit() blocks until training ends and rethrows the
-/// first error a replica raised.
+/// Owns a Strategy and trains it. Not thread-safe; fit() blocks until training ends and rethrows
+/// the first error a replica raised.
 template <class S>
 class Trainer {
  public:
@@ -77,7 +78,9 @@ class Trainer {
     if (options.resume && !options.checkpoint_dir.empty()) {
       if (auto latest = io::latest_checkpoint(options.checkpoint_dir)) {
         seed = restore(*latest);
-        if (log) *log << "convoy: resumed from " << latest->string() << " at step " << strategy_.step() << "\n";
+        if (log)
+          *log << "convoy: resumed from " << latest->string() << " at step " << strategy_.step()
+               << "\n";
       }
     }
     io::Sampler const sampler(train.rows(), options.batch_size, strategy_.replicas(), seed);
@@ -88,7 +91,8 @@ class Trainer {
       until = static_cast<std::int64_t>(std::ceil(units));
     }
 
-    if (options.validation) ensure_evaluator();  // before the replicas start: the copy reads replica 0
+    if (options.validation)
+      ensure_evaluator();  // before the replicas start: the copy reads replica 0
     std::vector<io::BatchBuffer> buffers(strategy_.replicas());
     FitResult result;
     std::int64_t const first_global = strategy_.global_step();
@@ -106,16 +110,20 @@ class Trainer {
       if (log && options.log_every > 0 && progress % options.log_every == 0) {
         std::int64_t const training_steps = S::asynchronous() ? report.local_step : report.step;
         *log << "After " << training_steps << " training steps (" << report.global_step
-             << " global steps), loss on training batch is " << std::setprecision(4) << report.loss << " ("
-             << std::setprecision(3) << report.seconds << " sec/batch)";
+             << " global steps), loss on training batch is " << std::setprecision(4) << report.loss
+             << " (" << std::setprecision(3) << report.seconds << " sec/batch)";
         if (report.dropped > 0) *log << ", " << report.dropped << " late gradients dropped";
         *log << std::endl;
       }
-      if (options.validation && options.evaluate_every > 0 && progress % options.evaluate_every == 0) {
+      if (options.validation && options.evaluate_every > 0 &&
+          progress % options.evaluate_every == 0) {
         auto const m = evaluate_weights(*options.validation, strategy_.weights());
-        if (log) *log << "  validation after " << progress << " steps: accuracy " << m.accuracy() << ", loss " << m.mean_loss() << std::endl;
+        if (log)
+          *log << "  validation after " << progress << " steps: accuracy " << m.accuracy()
+               << ", loss " << m.mean_loss() << std::endl;
       }
-      if (!options.checkpoint_dir.empty() && options.checkpoint_every > 0 && progress % options.checkpoint_every == 0) {
+      if (!options.checkpoint_dir.empty() && options.checkpoint_every > 0 &&
+          progress % options.checkpoint_every == 0) {
         save_checkpoint(options.checkpoint_dir, seed);
       }
       bool keep_going = true;
@@ -124,26 +132,30 @@ class Trainer {
     };
     strategy_.run(plan);
 
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.step = strategy_.step();
     result.global_step = strategy_.global_step();
     result.dropped = strategy_.dropped();
-    double const rows = static_cast<double>((result.global_step - first_global) * static_cast<std::int64_t>(rows_per_gradient));
+    double const rows = static_cast<double>((result.global_step - first_global) *
+                                            static_cast<std::int64_t>(rows_per_gradient));
     result.samples_per_second = result.seconds > 0 ? rows / result.seconds : 0.0;
-    bool const saved_last_step = options.checkpoint_every > 0 && strategy_.progress() % options.checkpoint_every == 0;
-    if (!options.checkpoint_dir.empty() && !saved_last_step) save_checkpoint(options.checkpoint_dir, seed);
+    bool const saved_last_step =
+        options.checkpoint_every > 0 && strategy_.progress() % options.checkpoint_every == 0;
+    if (!options.checkpoint_dir.empty() && !saved_last_step)
+      save_checkpoint(options.checkpoint_dir, seed);
     if (options.validation) result.validation = evaluate(*options.validation);
     if (log) {
-      *log << "convoy: " << result.step << " steps (" << result.global_step << " global steps) in " << std::setprecision(3)
-           << result.seconds << " s, " << std::setprecision(6) << result.samples_per_second << " samples/sec" << std::endl;
+      *log << "convoy: " << result.step << " steps (" << result.global_step << " global steps) in "
+           << std::setprecision(3) << result.seconds << " s, " << std::setprecision(6)
+           << result.samples_per_second << " samples/sec" << std::endl;
     }
     return result;
   }
 
   /// Metrics of the current weights over all of `data`, in batches of `batch_size` rows.
-  Metrics evaluate(io::Dataset const& data, std::size_t batch_size = 1000)
-    requires has_evaluate<Model>
-  {
+  Metrics evaluate(io::Dataset const& data,
+                   std::size_t batch_size = 1000) requires has_evaluate<Model> {
     return evaluate_weights(data, strategy_.weights(), batch_size);
   }
 
@@ -153,8 +165,11 @@ class Trainer {
     io::Checkpoint ck;
     auto const weights = strategy_.weights();
     for (auto const& v : vars.list()) {
-      ck.weights.emplace(v.name, Tensor{v.shape, std::vector<float>(weights.begin() + static_cast<std::ptrdiff_t>(v.offset),
-                                                                    weights.begin() + static_cast<std::ptrdiff_t>(v.offset + v.size))});
+      ck.weights.emplace(
+          v.name,
+          Tensor{v.shape, std::vector<float>(
+                              weights.begin() + static_cast<std::ptrdiff_t>(v.offset),
+                              weights.begin() + static_cast<std::ptrdiff_t>(v.offset + v.size))});
     }
     ck.optimizer = std::string(strategy_.optimizer().name());
     ck.slots = optim::named_slots(strategy_.optimizer(), strategy_.optimizer_state(), vars);
@@ -170,13 +185,15 @@ class Trainer {
   }
 
   /// Restores weights, optimizer slots, counters and generator state from `file`; returns the data
-  /// seed the checkpointed run used. Throws CheckpointError or LoadError naming what does not match.
+  /// seed the checkpointed run used. Throws CheckpointError or LoadError naming what does not
+  /// match.
   std::uint64_t restore(std::filesystem::path const& file) {
     io::Checkpoint ck = io::load_checkpoint(file);
     auto& vars = layout();
     if (ck.optimizer != strategy_.optimizer().name()) {
       throw CheckpointError("convoy: checkpoint '" + file.string() + "' holds " + ck.optimizer +
-                            " state but this run uses " + std::string(strategy_.optimizer().name()));
+                            " state but this run uses " +
+                            std::string(strategy_.optimizer().name()));
     }
     vars.check_names(ck.weights, "checkpoint '" + file.string() + "'");
     optim::set_named_slots(strategy_.optimizer(), strategy_.optimizer_state(), vars, ck.slots);
@@ -200,7 +217,8 @@ class Trainer {
   Variables& layout() { return strategy_.replica(0).variables(); }
 
   // Evaluation runs on a private copy of the model, so it never races a replica that is training.
-  Metrics evaluate_weights(io::Dataset const& data, std::span<float const> weights, std::size_t batch_size = 1000) {
+  Metrics evaluate_weights(io::Dataset const& data, std::span<float const> weights,
+                           std::size_t batch_size = 1000) {
     if constexpr (has_evaluate<Model>) {
       ensure_evaluator();
       evaluator_->variables().set_flat(weights);

@@ -2,7 +2,6 @@
 // ../run_consumer.cmake checks the output line.
 #include <convoy/core/variables.hpp>
 #include <convoy/version.hpp>
-
 #include <cstdio>
 
 int main() {

@@ -2,15 +2,14 @@
 // (offsets contiguous in declaration order, flat views aliasing per-variable views), flat and
 // by-name get/set with their errors, shared storage through bind_weights and the copy rule, and
 // the seeded generator.
+#include <doctest/doctest.h>
+
 #include <convoy/core/error.hpp>
 #include <convoy/core/tensor.hpp>
 #include <convoy/core/variables.hpp>
-
-#include <doctest/doctest.h>
-#include <helpers.hpp>
-
 #include <cstddef>
 #include <cstdint>
+#include <helpers.hpp>
 #include <map>
 #include <numeric>
 #include <random>
@@ -43,7 +42,6 @@ void number(Variables& vars) {
   auto w = vars.weights();
   std::iota(w.begin(), w.end(), 1.0f);
 }
-
 
 }  // namespace
 
@@ -196,15 +194,17 @@ TEST_CASE("get_weights and set_weights round trip by name") {
   CHECK(other.value(other.at("net/b/kernel"))[0] == 10.0f);
 }
 
-TEST_CASE("set_weights reports every unknown, missing and mis-shaped name at once and changes nothing") {
+TEST_CASE(
+    "set_weights reports every unknown, missing and mis-shaped name at once and changes nothing") {
   Variables vars = three();
   number(vars);
   auto const before = vars.get_flat();
 
   std::map<std::string, Tensor> named;
-  named.emplace("net/a/kernel", Tensor{{3, 2}, std::vector<float>(6, 0.5f)});  // mis-shaped (same count)
-  named.emplace("net/a/bias", Tensor{{3}, {0, 0, 0}});                           // fine
-  named.emplace("net/zzz/extra", Tensor{{1}, {9}});                              // unknown
+  named.emplace("net/a/kernel",
+                Tensor{{3, 2}, std::vector<float>(6, 0.5f)});  // mis-shaped (same count)
+  named.emplace("net/a/bias", Tensor{{3}, {0, 0, 0}});         // fine
+  named.emplace("net/zzz/extra", Tensor{{1}, {9}});            // unknown
   // net/b/kernel is missing.
 
   auto const message = message_of<LoadError>([&] { vars.set_weights(named); });

@@ -2,7 +2,6 @@
 // Checkpoints: every field survives a round trip; latest_checkpoint and pruning go by step; and a
 // missing, truncated, damaged, foreign or newer-version file is refused with a message saying so.
 #include <doctest/doctest.h>
-#include <helpers.hpp>
 #include <zlib.h>
 
 #include <convoy/io/checkpoint.hpp>
@@ -10,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <helpers.hpp>
 #include <iterator>
 #include <random>
 #include <set>
@@ -58,7 +58,6 @@ Checkpoint make_checkpoint(std::int64_t step) {
   c.rng_state = rng_text.str();
   return c;
 }
-
 
 std::set<std::string> file_names(fs::path const& dir) {
   std::set<std::string> names;

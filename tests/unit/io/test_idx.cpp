@@ -1,14 +1,14 @@
 // Tests for io/idx.hpp and io/fashion_mnist.hpp: IDX files written here (gzipped and plain) round
-// trip, every malformed file is a DatasetError naming the file and the problem, a fake Fashion-MNIST
-// directory loads with the right scaling, and the real test split loads when Debian's package is there.
-#include <convoy/io/fashion_mnist.hpp>
-#include <convoy/io/idx.hpp>
-
+// trip, every malformed file is a DatasetError naming the file and the problem, a fake
+// Fashion-MNIST directory loads with the right scaling, and the real test split loads when Debian's
+// package is there.
 #include <doctest/doctest.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <array>
+#include <convoy/io/fashion_mnist.hpp>
+#include <convoy/io/idx.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -26,11 +26,13 @@ using convoy::DatasetError;
 using convoy::testing::TempDir;
 
 // The bytes of an IDX file: magic (0, 0, type, dims), big-endian sizes, then `data`.
-std::vector<std::uint8_t> idx_bytes(std::vector<std::uint32_t> const& shape, std::vector<std::uint8_t> const& data,
+std::vector<std::uint8_t> idx_bytes(std::vector<std::uint32_t> const& shape,
+                                    std::vector<std::uint8_t> const& data,
                                     std::uint8_t type = 0x08) {
   std::vector<std::uint8_t> out = {0, 0, type, static_cast<std::uint8_t>(shape.size())};
   for (std::uint32_t size : shape) {
-    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<std::uint8_t>(size >> shift));
+    for (int shift = 24; shift >= 0; shift -= 8)
+      out.push_back(static_cast<std::uint8_t>(size >> shift));
   }
   out.insert(out.end(), data.begin(), data.end());
   return out;
@@ -38,7 +40,8 @@ std::vector<std::uint8_t> idx_bytes(std::vector<std::uint32_t> const& shape, std
 
 void write_plain(fs::path const& path, std::vector<std::uint8_t> const& bytes) {
   std::ofstream file(path, std::ios::binary);
-  file.write(reinterpret_cast<char const*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  file.write(reinterpret_cast<char const*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
   REQUIRE(file.good());
 }
 
@@ -46,7 +49,8 @@ void write_gz(fs::path const& path, std::vector<std::uint8_t> const& bytes) {
   gzFile file = gzopen(path.string().c_str(), "wb");
   REQUIRE(file != nullptr);
   if (!bytes.empty()) {
-    REQUIRE(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
+    REQUIRE(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())) ==
+            static_cast<int>(bytes.size()));
   }
   REQUIRE(gzclose(file) == Z_OK);
 }
@@ -70,7 +74,9 @@ std::string fashion_error(convoy::io::Split split, fs::path const& dir) {
   return "";
 }
 
-bool contains(std::string const& text, std::string const& part) { return text.find(part) != std::string::npos; }
+bool contains(std::string const& text, std::string const& part) {
+  return text.find(part) != std::string::npos;
+}
 
 std::vector<std::uint8_t> counting(std::size_t n) {
   std::vector<std::uint8_t> out(n);
@@ -182,7 +188,8 @@ TEST_CASE("read_idx refuses a gzip stream cut short") {
   auto const whole = dir / "whole.gz";
   write_gz(whole, idx_bytes({100, 100}, counting(100 * 100)));
   std::ifstream in(whole, std::ios::binary);
-  std::vector<char> compressed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<char> compressed((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
   REQUIRE(compressed.size() > 40);
 
   // Cut in the middle of the deflate data, then just before the end of the 8-byte trailer.
@@ -203,12 +210,15 @@ TEST_CASE("read_idx refuses damaged compressed data and trailing bytes") {
   auto const whole = dir / "whole.gz";
   write_gz(whole, idx_bytes({64}, counting(64)));
   std::ifstream in(whole, std::ios::binary);
-  std::vector<char> compressed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<char> compressed((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
   in.close();
-  // Flip the stored CRC-32 (the trailer's first 4 bytes): the data decompresses but fails its check.
+  // Flip the stored CRC-32 (the trailer's first 4 bytes): the data decompresses but fails its
+  // check.
   compressed[compressed.size() - 8] = static_cast<char>(compressed[compressed.size() - 8] ^ 0xFF);
   auto const path = dir / "crc.gz";
-  std::ofstream(path, std::ios::binary).write(compressed.data(), static_cast<std::streamsize>(compressed.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(compressed.data(), static_cast<std::streamsize>(compressed.size()));
   auto const crc = idx_error(path);
   CHECK(contains(crc, path.string()));
   CHECK(contains(crc, "damaged"));
@@ -238,8 +248,9 @@ TEST_CASE("read_idx refuses sizes whose product exceeds 2^32 elements without al
 namespace {
 
 // Writes a Fashion-MNIST-shaped pair of files for `prefix` ("train" or "t10k") into `dir`.
-void write_fake_fashion(fs::path const& dir, std::string const& prefix, std::vector<std::uint8_t> const& pixels,
-                        std::uint32_t images, std::vector<std::uint8_t> const& labels) {
+void write_fake_fashion(fs::path const& dir, std::string const& prefix,
+                        std::vector<std::uint8_t> const& pixels, std::uint32_t images,
+                        std::vector<std::uint8_t> const& labels) {
   write_gz(dir / (prefix + "-images-idx3-ubyte.gz"), idx_bytes({images, 28, 28}, pixels));
   write_gz(dir / (prefix + "-labels-idx1-ubyte.gz"),
            idx_bytes({static_cast<std::uint32_t>(labels.size())}, labels));
@@ -268,7 +279,8 @@ TEST_CASE("load_fashion_mnist scales pixels to [0, 1] and keeps labels") {
   }
 
   // The train split reads the train-* files, uncompressed ones too when no .gz is present.
-  write_plain(dir / "train-images-idx3-ubyte", idx_bytes({1, 28, 28}, std::vector<std::uint8_t>(784, 51)));
+  write_plain(dir / "train-images-idx3-ubyte",
+              idx_bytes({1, 28, 28}, std::vector<std::uint8_t>(784, 51)));
   write_plain(dir / "train-labels-idx1-ubyte", idx_bytes({1}, {7}));
   auto const train = convoy::io::load_fashion_mnist(convoy::io::Split::train, dir.path);
   CHECK(train.name == "fashion-mnist/train");
@@ -279,7 +291,8 @@ TEST_CASE("load_fashion_mnist scales pixels to [0, 1] and keeps labels") {
 
 TEST_CASE("load_fashion_mnist says how to get missing files") {
   TempDir dir("fashion-missing");
-  write_gz(dir / "t10k-images-idx3-ubyte.gz", idx_bytes({1, 28, 28}, std::vector<std::uint8_t>(784, 0)));
+  write_gz(dir / "t10k-images-idx3-ubyte.gz",
+           idx_bytes({1, 28, 28}, std::vector<std::uint8_t>(784, 0)));
   auto const message = fashion_error(convoy::io::Split::test, dir.path);
   CHECK(contains(message, (dir / "t10k-labels-idx1-ubyte.gz").string()));
   CHECK(contains(message, "apt-get install dataset-fashion-mnist"));
@@ -344,7 +357,8 @@ TEST_CASE("the real Fashion-MNIST test split, when Debian's package is installed
   std::error_code ignored;
   if (!fs::exists(dir / "t10k-images-idx3-ubyte.gz", ignored) ||
       !fs::exists(dir / "t10k-labels-idx1-ubyte.gz", ignored)) {
-    MESSAGE("dataset-fashion-mnist is not installed (no " << dir.string() << "); skipping the real-data check");
+    MESSAGE("dataset-fashion-mnist is not installed (no " << dir.string()
+                                                          << "); skipping the real-data check");
     return;
   }
   auto const data = convoy::io::load_fashion_mnist(convoy::io::Split::test, dir);

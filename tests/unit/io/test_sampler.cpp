@@ -2,13 +2,11 @@
 // one replica sees with the same global batch, each epoch is a permutation, the rows are a pure
 // function of (seed, step), and shards are equal, interleaved and drop the remainder.
 // sampler.hpp uses std::copy_n without including <algorithm>; include it first until it does.
-#include <algorithm>
-
-#include <convoy/io/dataset.hpp>
-#include <convoy/io/sampler.hpp>
-
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <convoy/io/dataset.hpp>
+#include <convoy/io/sampler.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <set>
@@ -52,8 +50,8 @@ std::vector<std::int32_t> rows_of(convoy::Batch const& batch) {
   return out;
 }
 
-std::vector<std::int32_t> step_rows(Sampler const& sampler, Dataset const& data, std::size_t replica,
-                                    std::int64_t step) {
+std::vector<std::int32_t> step_rows(Sampler const& sampler, Dataset const& data,
+                                    std::size_t replica, std::int64_t step) {
   BatchBuffer buf;
   return rows_of(sampler.fill(data, replica, step, buf));
 }
@@ -67,7 +65,9 @@ std::string sampler_error(std::size_t rows, std::size_t batch, std::size_t repli
   return "";
 }
 
-bool contains(std::string const& text, std::string const& part) { return text.find(part) != std::string::npos; }
+bool contains(std::string const& text, std::string const& part) {
+  return text.find(part) != std::string::npos;
+}
 
 }  // namespace
 
@@ -106,7 +106,8 @@ TEST_CASE("every row appears exactly once per epoch") {
     std::vector<int> seen(data.rows(), 0);
     for (std::int64_t s = 0; s < 5; ++s) {
       for (std::size_t r = 0; r < 4; ++r) {
-        for (auto row : step_rows(sampler, data, r, epoch * 5 + s)) ++seen[static_cast<std::size_t>(row)];
+        for (auto row : step_rows(sampler, data, r, epoch * 5 + s))
+          ++seen[static_cast<std::size_t>(row)];
       }
     }
     CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
@@ -202,7 +203,8 @@ TEST_CASE("shard() cuts equal, interleaved shards and drops the remainder") {
     CHECK(contains(part.name, "numbered"));
     auto const rows = rows_of(part.slice(0, part.rows()));
     std::vector<std::int32_t> expected;
-    for (std::size_t k = 0; k < 3; ++k) expected.push_back(static_cast<std::int32_t>(index + k * count));
+    for (std::size_t k = 0; k < 3; ++k)
+      expected.push_back(static_cast<std::int32_t>(index + k * count));
     CHECK(rows == expected);
     covered.insert(rows.begin(), rows.end());
   }

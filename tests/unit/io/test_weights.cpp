@@ -1,7 +1,6 @@
 // Weights files: round trips in every format, name-by-name checking on load, and refusal (never a
 // crash) of missing, truncated, garbage and inconsistent files.
 #include <doctest/doctest.h>
-#include <helpers.hpp>
 
 #include <bit>
 #include <cfloat>
@@ -9,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <helpers.hpp>
 #include <iterator>
 #include <sstream>
 #include <string>
@@ -52,7 +52,6 @@ std::vector<std::uint32_t> bits(Variables const& vars) {
   for (float f : vars.weights()) out.push_back(std::bit_cast<std::uint32_t>(f));
   return out;
 }
-
 
 // The message of the LoadError `load` throws, or "" when it throws nothing.
 template <class Load>

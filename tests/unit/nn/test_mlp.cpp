@@ -1,6 +1,10 @@
 // Tests for nn/mlp.hpp and the layers it is made of (nn/dense.hpp, nn/relu.hpp, nn/losses.hpp):
 // each layer and loss against a hand computation, then the whole Mlp's gradients against central
 // finite differences of its loss, its evaluate() against forward_backward(), and its shape check.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
 #include <convoy/core/batch.hpp>
 #include <convoy/core/concepts.hpp>
 #include <convoy/core/error.hpp>
@@ -9,11 +13,6 @@
 #include <convoy/nn/losses.hpp>
 #include <convoy/nn/mlp.hpp>
 #include <convoy/nn/relu.hpp>
-
-#include <doctest/doctest.h>
-
-#include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -39,7 +38,8 @@ struct RandomBatch {
   std::vector<std::int32_t> labels;
   std::size_t rows;
 
-  RandomBatch(std::size_t rows_, std::size_t cols, std::size_t classes, unsigned seed) : rows(rows_) {
+  RandomBatch(std::size_t rows_, std::size_t cols, std::size_t classes, unsigned seed)
+      : rows(rows_) {
     std::mt19937 gen(seed);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     std::uniform_int_distribution<std::int32_t> label(0, static_cast<std::int32_t>(classes) - 1);
@@ -100,7 +100,8 @@ TEST_CASE("Dense forward is x W + b and backward gives x^T dy, column sums of dy
   for (std::size_t i = 0; i < 6; ++i) CHECK(dw[i] == doctest::Approx(expected_dw[i]));
 }
 
-TEST_CASE("Dense initialises its kernel Glorot-uniform from the set's generator and its bias to zero") {
+TEST_CASE(
+    "Dense initialises its kernel Glorot-uniform from the set's generator and its bias to zero") {
   Variables a("s", 7), b("s", 7), c("s", 8);
   Dense da(a, "d", 20, 10), db(b, "d", 20, 10), dc(c, "d", 20, 10);
   CHECK(a.get_flat() == b.get_flat());
@@ -117,7 +118,8 @@ TEST_CASE("Dense initialises its kernel Glorot-uniform from the set's generator 
   CHECK_THROWS_AS(Dense(a, "d", 2, 2), convoy::NameError);
 }
 
-TEST_CASE("relu forward clamps at zero and backward passes gradients only where the output is positive") {
+TEST_CASE(
+    "relu forward clamps at zero and backward passes gradients only where the output is positive") {
   std::vector<float> x{-2.0f, 0.0f, 3.0f, -0.5f, 1.5f};
   convoy::nn::relu_forward(x);
   std::vector<float> const expected{0.0f, 0.0f, 3.0f, 0.0f, 1.5f};
@@ -151,12 +153,14 @@ TEST_CASE("softmax_cross_entropy matches a hand computation and its gradient row
   CHECK(grad[4] == doctest::Approx(e * e / z / 2).epsilon(1e-6));
   CHECK(grad[5] == doctest::Approx(e * e * e / z / 2).epsilon(1e-6));
   for (std::size_t r = 0; r < 2; ++r) {
-    CHECK(grad[r * 3] + grad[r * 3 + 1] + grad[r * 3 + 2] == doctest::Approx(0.0).epsilon(1e-6).scale(1.0));
+    CHECK(grad[r * 3] + grad[r * 3 + 1] + grad[r * 3 + 2] ==
+          doctest::Approx(0.0).epsilon(1e-6).scale(1.0));
   }
 
   // One row alone: the loss is ln 2 and the gradient is not divided.
   std::vector<float> one(3);
-  float const single = convoy::nn::softmax_cross_entropy(std::span(logits).first(3), labels, 1, 3, one);
+  float const single =
+      convoy::nn::softmax_cross_entropy(std::span(logits).first(3), labels, 1, 3, one);
   CHECK(single == doctest::Approx(std::log(2.0)).epsilon(1e-6));
   CHECK(one[1] == doctest::Approx(-0.5).epsilon(1e-6));
 
@@ -170,10 +174,10 @@ TEST_CASE("softmax_cross_entropy matches a hand computation and its gradient row
 TEST_CASE("softmax_cross_entropy_metrics sums the loss and counts correct predictions") {
   float const ln2 = std::log(2.0f);
   // Argmaxes: 1, 2, 0, 1.
-  std::vector<float> const logits{0.0f, ln2, 0.0f,   // label 1: correct, loss ln 2
-                                  1.0f, 2.0f, 3.0f,   // label 0: wrong
-                                  5.0f, 1.0f, 1.0f,   // label 0: correct
-                                  0.0f, 3.0f, -1.0f}; // label 2: wrong
+  std::vector<float> const logits{0.0f, ln2,  0.0f,    // label 1: correct, loss ln 2
+                                  1.0f, 2.0f, 3.0f,    // label 0: wrong
+                                  5.0f, 1.0f, 1.0f,    // label 0: correct
+                                  0.0f, 3.0f, -1.0f};  // label 2: wrong
   std::vector<std::int32_t> const labels{1, 0, 0, 2};
   Metrics const m = convoy::nn::softmax_cross_entropy_metrics(logits, labels, 4, 3);
   CHECK(m.count == 4);
@@ -266,7 +270,8 @@ TEST_CASE("Mlp gradients match central finite differences") {
       double const numeric = (plus - minus) / (2.0 * eps);
       double const exact = analytic[v.offset + i];
       INFO(v.name, "[", i, "] analytic ", exact, " numeric ", numeric);
-      CHECK(std::abs(numeric - exact) <= 2e-2 * std::max(std::abs(numeric), std::abs(exact)) + 2e-4);
+      CHECK(std::abs(numeric - exact) <=
+            2e-2 * std::max(std::abs(numeric), std::abs(exact)) + 2e-4);
       ++checked;
       if (std::abs(exact) > 1e-3) ++nonzero;
     }
@@ -298,7 +303,8 @@ TEST_CASE("Mlp::evaluate agrees with forward_backward and touches no gradient") 
   std::size_t correct = 0;
   for (std::size_t r = 0; r < 6; ++r) {
     auto const row = std::span(logits).subspan(r * 3, 3);
-    auto const arg = static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    auto const arg =
+        static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
     correct += arg == data.labels[r] ? 1 : 0;
   }
   CHECK(m.correct == correct);
@@ -307,7 +313,8 @@ TEST_CASE("Mlp::evaluate agrees with forward_backward and touches no gradient") 
   RandomBatch predicted = data;
   for (std::size_t r = 0; r < 6; ++r) {
     auto const row = std::span(logits).subspan(r * 3, 3);
-    predicted.labels[r] = static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    predicted.labels[r] =
+        static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
   }
   CHECK(mlp.evaluate(predicted.view()).correct == 6);
 }

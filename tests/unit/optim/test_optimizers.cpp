@@ -2,6 +2,9 @@
 // reference loop written here, chunked updates (as the strategies cut the arena) against one
 // update of the whole arena, grad_scale against pre-scaled gradients, and the optimizer state by
 // name: its names, its round trip and its errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
 #include <convoy/core/error.hpp>
 #include <convoy/core/tensor.hpp>
 #include <convoy/core/variables.hpp>
@@ -10,13 +13,9 @@
 #include <convoy/optim/optimizer.hpp>
 #include <convoy/optim/sgd.hpp>
 #include <convoy/optim/update.hpp>
-
-#include <doctest/doctest.h>
-#include <helpers.hpp>
-
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <helpers.hpp>
 #include <map>
 #include <span>
 #include <string>
@@ -47,7 +46,8 @@ std::vector<float> initial_weights() {
 // Gradients that change sign and size with the element and the step.
 std::vector<float> gradients(int step) {
   std::vector<float> g(n);
-  for (std::size_t i = 0; i < n; ++i) g[i] = std::sin(0.7f * static_cast<float>(i) + 1.3f * static_cast<float>(step));
+  for (std::size_t i = 0; i < n; ++i)
+    g[i] = std::sin(0.7f * static_cast<float>(i) + 1.3f * static_cast<float>(step));
   return g;
 }
 
@@ -80,11 +80,11 @@ Variables two_variables() {
 OptimizerState numbered_state(Optimizer const& opt, std::size_t size) {
   OptimizerState state = opt.make_state(size);
   for (std::size_t s = 0; s < state.slots.size(); ++s) {
-    for (std::size_t i = 0; i < size; ++i) state.slots[s][i] = static_cast<float>(100 * (s + 1) + i);
+    for (std::size_t i = 0; i < size; ++i)
+      state.slots[s][i] = static_cast<float>(100 * (s + 1) + i);
   }
   return state;
 }
-
 
 }  // namespace
 
@@ -116,7 +116,8 @@ TEST_CASE("Momentum matches v = mu v + g; w -= lr v") {
   // The slot holds v after the last step.
   OptimizerState state = Optimizer(momentum).make_state(n);
   std::vector<float> weights = initial_weights();
-  for (int step = 1; step <= 3; ++step) Optimizer(momentum).apply(weights, gradients(step), state, 0, 1.0f, step);
+  for (int step = 1; step <= 3; ++step)
+    Optimizer(momentum).apply(weights, gradients(step), state, 0, 1.0f, step);
   REQUIRE(state.slots.size() == 1);
   for (std::size_t i = 0; i < n; ++i) CHECK(std::abs(state.slots[0][i] - v[i]) <= 1e-6);
 }
@@ -156,7 +157,8 @@ TEST_CASE("Adam matches the bias-corrected reference") {
   }
 }
 
-TEST_CASE_TEMPLATE("applying over two chunks equals applying over the whole arena", T, Sgd, Momentum, Adam) {
+TEST_CASE_TEMPLATE("applying over two chunks equals applying over the whole arena", T, Sgd,
+                   Momentum, Adam) {
   Optimizer const opt{T{}};
   for (std::size_t k : {std::size_t{1}, std::size_t{13}, std::size_t{32}, n - 1}) {
     CAPTURE(k);
@@ -240,7 +242,8 @@ TEST_CASE("named_slots names are <variable>/<slot> and set_named_slots round tri
   CHECK(restored.slots == state.slots);
 
   Optimizer const momentum{Momentum{}};
-  auto const momentum_named = convoy::optim::named_slots(momentum, numbered_state(momentum, 9), vars);
+  auto const momentum_named =
+      convoy::optim::named_slots(momentum, numbered_state(momentum, 9), vars);
   REQUIRE(momentum_named.size() == 2);
   CHECK(momentum_named.contains("net/dense/kernel/momentum"));
   CHECK(momentum_named.contains("net/dense/bias/momentum"));
@@ -250,7 +253,8 @@ TEST_CASE("named_slots names are <variable>/<slot> and set_named_slots round tri
 TEST_CASE("set_named_slots names a missing or mis-shaped slot and changes nothing") {
   Variables const vars = two_variables();
   Optimizer const adam{Adam{}};
-  auto const saved = convoy::optim::named_slots(adam, numbered_state(adam, vars.element_count()), vars);
+  auto const saved =
+      convoy::optim::named_slots(adam, numbered_state(adam, vars.element_count()), vars);
   OptimizerState target = adam.make_state(vars.element_count());
   target.slots[0][0] = -1.0f;
   auto const before = target.slots;
@@ -258,14 +262,16 @@ TEST_CASE("set_named_slots names a missing or mis-shaped slot and changes nothin
   SUBCASE("missing") {
     auto named = saved;
     named.erase("net/dense/bias/v");
-    auto const message = message_of<LoadError>([&] { convoy::optim::set_named_slots(adam, target, vars, named); });
+    auto const message =
+        message_of<LoadError>([&] { convoy::optim::set_named_slots(adam, target, vars, named); });
     CHECK(message.find("net/dense/bias/v") != std::string::npos);
     CHECK(message.find("net/dense/kernel/m") == std::string::npos);
   }
   SUBCASE("mis-shaped") {
     auto named = saved;
     named.at("net/dense/kernel/m") = Tensor{{3, 2}, std::vector<float>(6, 1.0f)};
-    auto const message = message_of<LoadError>([&] { convoy::optim::set_named_slots(adam, target, vars, named); });
+    auto const message =
+        message_of<LoadError>([&] { convoy::optim::set_named_slots(adam, target, vars, named); });
     CHECK(message.find("net/dense/kernel/m") != std::string::npos);
     CHECK(message.find("{3, 2}") != std::string::npos);
     CHECK(message.find("{2, 3}") != std::string::npos);
@@ -287,18 +293,22 @@ TEST_CASE("optimizer state saved by one optimizer does not load into another") {
   // Sgd saves nothing; Adam finds every one of its slots missing.
   auto const from_sgd = convoy::optim::named_slots(sgd, sgd.make_state(vars.element_count()), vars);
   OptimizerState adam_state = adam.make_state(vars.element_count());
-  auto const message = message_of<LoadError>([&] { convoy::optim::set_named_slots(adam, adam_state, vars, from_sgd); });
+  auto const message = message_of<LoadError>(
+      [&] { convoy::optim::set_named_slots(adam, adam_state, vars, from_sgd); });
   CHECK(message.find("net/dense/kernel/m") != std::string::npos);
   CHECK(message.find("net/dense/bias/v") != std::string::npos);
 
   // Adam's slots are unexpected for Sgd, and the message says which optimizer was loading.
-  auto const from_adam = convoy::optim::named_slots(adam, numbered_state(adam, vars.element_count()), vars);
+  auto const from_adam =
+      convoy::optim::named_slots(adam, numbered_state(adam, vars.element_count()), vars);
   OptimizerState sgd_state = sgd.make_state(vars.element_count());
-  auto const reverse = message_of<LoadError>([&] { convoy::optim::set_named_slots(sgd, sgd_state, vars, from_adam); });
+  auto const reverse = message_of<LoadError>(
+      [&] { convoy::optim::set_named_slots(sgd, sgd_state, vars, from_adam); });
   CHECK(reverse.find("Sgd") != std::string::npos);
 
   // Momentum's slot has another name than Adam's.
-  auto const from_momentum = convoy::optim::named_slots(momentum, numbered_state(momentum, vars.element_count()), vars);
+  auto const from_momentum =
+      convoy::optim::named_slots(momentum, numbered_state(momentum, vars.element_count()), vars);
   CHECK_THROWS_AS(convoy::optim::set_named_slots(adam, adam_state, vars, from_momentum), LoadError);
   CHECK(adam_state.slots == adam.make_state(vars.element_count()).slots);
 }
@@ -309,6 +319,7 @@ TEST_CASE("set_named_slots names an unknown slot") {
   auto named = convoy::optim::named_slots(adam, adam.make_state(vars.element_count()), vars);
   named.emplace("net/dense/bias/w", Tensor{{3}, {1, 2, 3}});
   OptimizerState target = adam.make_state(vars.element_count());
-  auto const message = message_of<LoadError>([&] { convoy::optim::set_named_slots(adam, target, vars, named); });
+  auto const message =
+      message_of<LoadError>([&] { convoy::optim::set_named_slots(adam, target, vars, named); });
   CHECK(message.find("net/dense/bias/w") != std::string::npos);
 }

@@ -1,9 +1,9 @@
 // Placement policies: replica counts, the opt-in placement log, and the GPU placement's fallback to
 // the host in a build without CUDA (an error under strict placement).
-#include <convoy/nn/mlp.hpp>
-#include <convoy/strategy.hpp>
 #include <doctest/doctest.h>
 
+#include <convoy/nn/mlp.hpp>
+#include <convoy/strategy.hpp>
 #include <sstream>
 #include <thread>
 
@@ -34,32 +34,38 @@ TEST_CASE("the placement log names every variable, where it lives, and who compu
       nn::Mlp({4, 3, 2}), place::Mirrored{.replicas = 2, .log_placement = true});
   std::string const text = capture.text.str();
   CHECK(text.find("Strategy<Mirrored, InProcess, Synchronous>, 2 replica(s)") != std::string::npos);
-  CHECK(text.find("mlp/layer1/kernel {4, 3} -> mirrored on /cpu:0 replicas 0-1") != std::string::npos);
+  CHECK(text.find("mlp/layer1/kernel {4, 3} -> mirrored on /cpu:0 replicas 0-1") !=
+        std::string::npos);
   CHECK(text.find("mlp/layer2/bias {2} -> mirrored") != std::string::npos);
   CHECK(text.find("replica 1 computes forward_backward on /cpu:0 thread 1") != std::string::npos);
 }
 
 TEST_CASE("central storage logs one central copy; the log is off by default") {
   ClogCapture capture;
-  Strategy<nn::Mlp, place::CentralStorage, comm::InProcess, sync::Synchronous> quiet(nn::Mlp({4, 2}),
-                                                                                     place::CentralStorage{.replicas = 2});
+  Strategy<nn::Mlp, place::CentralStorage, comm::InProcess, sync::Synchronous> quiet(
+      nn::Mlp({4, 2}), place::CentralStorage{.replicas = 2});
   CHECK(capture.text.str().empty());
   Strategy<nn::Mlp, place::CentralStorage, comm::InProcess, sync::Synchronous> central(
       nn::Mlp({4, 2}), place::CentralStorage{.replicas = 2, .log_placement = true});
-  CHECK(capture.text.str().find("mlp/layer1/kernel {4, 2} -> /cpu:0 (one central copy; replicas read it)") !=
+  CHECK(capture.text.str().find(
+            "mlp/layer1/kernel {4, 2} -> /cpu:0 (one central copy; replicas read it)") !=
         std::string::npos);
   // Replicas of a central-storage strategy share one arena.
-  CHECK(central.replica(0).variables().weights().data() == central.replica(1).variables().weights().data());
+  CHECK(central.replica(0).variables().weights().data() ==
+        central.replica(1).variables().weights().data());
   CHECK(central.weights().data() == central.replica(1).variables().weights().data());
 }
 
 TEST_CASE("a GPU placement falls back to the host with one log line, or fails when strict") {
   {
     ClogCapture capture;
-    Strategy<nn::Mlp, place::Gpu, comm::InProcess, sync::Synchronous> soft(nn::Mlp({4, 2}), place::Gpu{.device = 1});
+    Strategy<nn::Mlp, place::Gpu, comm::InProcess, sync::Synchronous> soft(nn::Mlp({4, 2}),
+                                                                           place::Gpu{.device = 1});
     std::string const text = capture.text.str();
-    CHECK(text == "convoy: place::Gpu{device 1} cannot be honoured: this build has no CUDA backend; running on the "
-                  "host (/cpu:0) instead\n");
+    CHECK(text ==
+          "convoy: place::Gpu{device 1} cannot be honoured: this build has no CUDA backend; "
+          "running on the "
+          "host (/cpu:0) instead\n");
     CHECK(soft.replicas() == 1);
   }
   using Strict = Strategy<nn::Mlp, place::Gpu, comm::InProcess, sync::Synchronous>;

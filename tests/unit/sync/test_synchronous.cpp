@@ -1,14 +1,15 @@
 // sync::Synchronous over comm::InProcess: N replicas take exactly the step one replica takes on the
 // N-times batch, runs are bit-identical, and with replicas_to_aggregate a stalled replica does not
 // stall the others.
+#include <doctest/doctest.h>
+
+#include <chrono>
 #include <convoy/io/sampler.hpp>
 #include <convoy/nn/mlp.hpp>
 #include <convoy/strategy.hpp>
-#include <doctest/doctest.h>
-#include <synthetic.hpp>
-
-#include <chrono>
 #include <cstring>
+#include <latch>
+#include <synthetic.hpp>
 #include <thread>
 #include <vector>
 
@@ -26,13 +27,15 @@ struct Trace {
 
 // Trains `steps` steps with a global batch of `batch` rows and records every step's loss.
 template <class P, class S = sync::Synchronous>
-Trace train(P placement, std::size_t batch, std::int64_t steps, optim::Optimizer opt = optim::Sgd{0.2f}, S sync = {}) {
+Trace train(P placement, std::size_t batch, std::int64_t steps,
+            optim::Optimizer opt = optim::Sgd{0.2f}, S sync = {}) {
   Strategy<nn::Mlp, P, comm::InProcess, S> strategy(nn::Mlp({12, 16, 3}), placement, {}, sync);
   strategy.set_optimizer(opt);
   io::Sampler const sampler(data.rows(), batch, strategy.replicas(), 7);
   std::vector<io::BatchBuffer> buffers(strategy.replicas());
   Trace trace;
-  strategy.run({steps, [&](std::size_t r, std::int64_t k) { return sampler.fill(data, r, k, buffers[r]); },
+  strategy.run({steps,
+                [&](std::size_t r, std::int64_t k) { return sampler.fill(data, r, k, buffers[r]); },
                 [&](StepReport const& report) {
                   trace.losses.push_back(report.loss);
                   return true;
@@ -44,10 +47,12 @@ Trace train(P placement, std::size_t batch, std::int64_t steps, optim::Optimizer
 
 void check_close(Trace const& a, Trace const& b) {
   REQUIRE(a.losses.size() == b.losses.size());
-  for (std::size_t i = 0; i < a.losses.size(); ++i) CHECK(a.losses[i] == doctest::Approx(b.losses[i]).epsilon(1e-4));
+  for (std::size_t i = 0; i < a.losses.size(); ++i)
+    CHECK(a.losses[i] == doctest::Approx(b.losses[i]).epsilon(1e-4));
   REQUIRE(a.weights.size() == b.weights.size());
   double worst = 0.0;
-  for (std::size_t i = 0; i < a.weights.size(); ++i) worst = std::max(worst, double(std::abs(a.weights[i] - b.weights[i])));
+  for (std::size_t i = 0; i < a.weights.size(); ++i)
+    worst = std::max(worst, double(std::abs(a.weights[i] - b.weights[i])));
   CHECK(worst < 1e-4);
 }
 
@@ -66,11 +71,14 @@ TEST_CASE("N mirrored replicas match one replica on the N-times batch") {
 }
 
 TEST_CASE("central storage matches one replica, with every optimizer") {
-  for (optim::Optimizer opt : {optim::Optimizer{optim::Sgd{0.2f}}, optim::Optimizer{optim::Momentum{0.05f, 0.9f}},
-                               optim::Optimizer{optim::Adam{0.01f}}}) {
+  for (optim::Optimizer opt :
+       {optim::Optimizer{optim::Sgd{0.2f}}, optim::Optimizer{optim::Momentum{0.05f, 0.9f}},
+        optim::Optimizer{optim::Adam{0.01f}}}) {
     CAPTURE(opt.name());
-    check_close(train(place::CentralStorage{.replicas = 2}, 96, 20, opt), train(place::Host{}, 96, 20, opt));
-    check_close(train(place::Mirrored{.replicas = 3}, 96, 20, opt), train(place::Host{}, 96, 20, opt));
+    check_close(train(place::CentralStorage{.replicas = 2}, 96, 20, opt),
+                train(place::Host{}, 96, 20, opt));
+    check_close(train(place::Mirrored{.replicas = 3}, 96, 20, opt),
+                train(place::Host{}, 96, 20, opt));
   }
 }
 
@@ -83,19 +91,21 @@ TEST_CASE("synchronous runs are bit-identical from run to run") {
 }
 
 TEST_CASE("every mirrored replica holds the same weights after each step") {
-  Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> strategy(nn::Mlp({12, 16, 3}),
-                                                                                 place::Mirrored{.replicas = 3});
+  Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> strategy(
+      nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 3});
   io::Sampler const sampler(data.rows(), 96, 3, 3);
   std::vector<io::BatchBuffer> buffers(3);
   bool identical = true;
-  strategy.run({10, [&](std::size_t r, std::int64_t k) { return sampler.fill(data, r, k, buffers[r]); },
-                [&](StepReport const&) {
-                  for (std::size_t r = 1; r < 3; ++r) {
-                    auto a = strategy.replica(0).variables().weights(), b = strategy.replica(r).variables().weights();
-                    identical = identical && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-                  }
-                  return true;
-                }});
+  strategy.run(
+      {10, [&](std::size_t r, std::int64_t k) { return sampler.fill(data, r, k, buffers[r]); },
+       [&](StepReport const&) {
+         for (std::size_t r = 1; r < 3; ++r) {
+           auto a = strategy.replica(0).variables().weights(),
+                b = strategy.replica(r).variables().weights();
+           identical = identical && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+         }
+         return true;
+       }});
   CHECK(identical);
   CHECK(strategy.step() == 10);
 }
@@ -103,18 +113,23 @@ TEST_CASE("every mirrored replica holds the same weights after each step") {
 TEST_CASE("with replicas_to_aggregate a stalled replica does not stall the others") {
   using namespace std::chrono_literals;
   Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> strategy(
-      nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 3}, {}, sync::Synchronous{.replicas_to_aggregate = 2, .timeout = 20s});
+      nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 3}, {},
+      sync::Synchronous{.replicas_to_aggregate = 2, .timeout = 20s});
   io::Sampler const sampler(data.rows(), 96, 3, 3);
   std::vector<io::BatchBuffer> buffers(3);
   std::mutex mutex;
   std::condition_variable released;
   bool release = false;
+  std::latch stalled(1);
   std::vector<std::size_t> contributors;
   strategy.run({40,
                 [&](std::size_t r, std::int64_t k) {
                   if (r == 2) {  // replica 2 stalls until the others have finished all 40 steps
+                    stalled.count_down();
                     std::unique_lock lock(mutex);
                     released.wait(lock, [&] { return release; });
+                  } else if (k == 0) {
+                    stalled.wait();  // the others start once replica 2 is stuck inside step 1
                   }
                   return sampler.fill(data, r, k, buffers[r]);
                 },
@@ -134,7 +149,8 @@ TEST_CASE("with replicas_to_aggregate a stalled replica does not stall the other
   for (auto r : contributors) CHECK(r != 2);
 }
 
-TEST_CASE("a synchronous step that cannot gather its gradients times out naming the missing replicas") {
+TEST_CASE(
+    "a synchronous step that cannot gather its gradients times out naming the missing replicas") {
   using namespace std::chrono_literals;
   Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> strategy(
       nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 3}, {},
@@ -153,8 +169,8 @@ TEST_CASE("a synchronous step that cannot gather its gradients times out naming 
 }
 
 TEST_CASE("an error in one replica stops the run and reaches the caller") {
-  Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> strategy(nn::Mlp({12, 16, 3}),
-                                                                                 place::Mirrored{.replicas = 2});
+  Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> strategy(
+      nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 2});
   io::Sampler const sampler(data.rows(), 96, 2, 3);
   std::vector<io::BatchBuffer> buffers(2);
   auto run = [&] {
@@ -171,8 +187,10 @@ TEST_CASE("an error in one replica stops the run and reaches the caller") {
 
 TEST_CASE("replicas_to_aggregate outside 0..replicas is refused") {
   using S = Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous>;
-  CHECK_THROWS_WITH_AS(S(nn::Mlp({4, 2}), place::Mirrored{.replicas = 2}, {}, sync::Synchronous{.replicas_to_aggregate = 3}),
-                       doctest::Contains("replicas_to_aggregate is 3 but there are 2 replicas"), Error);
+  CHECK_THROWS_WITH_AS(S(nn::Mlp({4, 2}), place::Mirrored{.replicas = 2}, {},
+                         sync::Synchronous{.replicas_to_aggregate = 3}),
+                       doctest::Contains("replicas_to_aggregate is 3 but there are 2 replicas"),
+                       Error);
 }
 
 TEST_CASE("the fused exchange updates and broadcasts every chunk, in and out of the caches") {
@@ -189,7 +207,8 @@ TEST_CASE("the fused exchange updates and broadcasts every chunk, in and out of 
     for (auto& g : grads) grad_ptrs.push_back(g.data());
     optim::Optimizer const sgd = optim::Sgd{0.5f};
     auto slots = sgd.make_state(floats);
-    for (std::size_t t = 0; t < replicas; ++t) {  // each "thread" in turn: its chunk to every replica
+    for (std::size_t t = 0; t < replicas;
+         ++t) {  // each "thread" in turn: its chunk to every replica
       std::vector<float*> destinations{weights[t].data()};
       for (std::size_t u = 0; u < replicas; ++u) {
         if (u != t) destinations.push_back(weights[u].data());
@@ -200,7 +219,8 @@ TEST_CASE("the fused exchange updates and broadcasts every chunk, in and out of 
     std::size_t wrong = 0;
     for (std::size_t i = 0; i < floats; ++i) {
       float const mean = (grads[0][i] + grads[1][i] + grads[2][i]) / 3.0f;
-      for (std::size_t r = 0; r < replicas; ++r) wrong += weights[r][i] == doctest::Approx(1.0f - 0.5f * mean) ? 0 : 1;
+      for (std::size_t r = 0; r < replicas; ++r)
+        wrong += weights[r][i] == doctest::Approx(1.0f - 0.5f * mean) ? 0 : 1;
     }
     CHECK(wrong == 0);
   }

@@ -1,19 +1,19 @@
 // ctest-labels: unit fault
 // Trainer: progress lines in TensorFlow's shape, epochs, evaluation, and checkpoints: a run killed
 // with SIGKILL and resumed from its last checkpoint ends bit-identical to an uninterrupted run.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <convoy/nn/mlp.hpp>
 #include <convoy/strategy.hpp>
 #include <convoy/train/trainer.hpp>
-#include <doctest/doctest.h>
-#include <synthetic.hpp>
-#include <temp_dir.hpp>
-
 #include <csignal>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <synthetic.hpp>
+#include <temp_dir.hpp>
 
 using namespace convoy;
 
@@ -40,15 +40,18 @@ TEST_CASE("progress lines have the shape TensorFlow's examples print") {
   CHECK(result.step == 20);
   CHECK(result.global_step == 40);
   std::string const text = log.str();
-  CHECK(text.find("After 10 training steps (20 global steps), loss on training batch is ") != std::string::npos);
-  CHECK(text.find("After 20 training steps (40 global steps), loss on training batch is ") != std::string::npos);
+  CHECK(text.find("After 10 training steps (20 global steps), loss on training batch is ") !=
+        std::string::npos);
+  CHECK(text.find("After 20 training steps (40 global steps), loss on training batch is ") !=
+        std::string::npos);
   CHECK(text.find(" sec/batch)") != std::string::npos);
   CHECK(text.find("After 5 training steps") == std::string::npos);
 }
 
 TEST_CASE("epochs become steps, and the trained model evaluates well") {
   auto trainer = make_trainer();
-  auto result = trainer.fit(data, {.epochs = 3, .batch_size = 96, .log = nullptr, .validation = &data});
+  auto result =
+      trainer.fit(data, {.epochs = 3, .batch_size = 96, .log = nullptr, .validation = &data});
   CHECK(result.step == 30);  // 960 rows / 96 per step, three times
   REQUIRE(result.validation.has_value());
   CHECK(result.validation->count == 960);
@@ -73,8 +76,12 @@ TEST_CASE("a run killed after a checkpoint resumes to the same weights as an uni
       if (r.step == 25) std::raise(SIGKILL);
       return true;
     };
-    trainer.fit(data, {.steps = 40, .batch_size = 96, .log = nullptr, .checkpoint_dir = dir.path,
-                       .checkpoint_every = 10, .callbacks = {die}});
+    trainer.fit(data, {.steps = 40,
+                       .batch_size = 96,
+                       .log = nullptr,
+                       .checkpoint_dir = dir.path,
+                       .checkpoint_every = 10,
+                       .callbacks = {die}});
     std::_Exit(0);  // never reached
   }
   int status = 0;
@@ -87,7 +94,9 @@ TEST_CASE("a run killed after a checkpoint resumes to the same weights as an uni
 
   auto resumed = make_trainer();
   std::ostringstream log;
-  auto result = resumed.fit(data, {.steps = 40, .batch_size = 96, .log_every = 0, .log = &log, .checkpoint_dir = dir.path});
+  auto result = resumed.fit(
+      data,
+      {.steps = 40, .batch_size = 96, .log_every = 0, .log = &log, .checkpoint_dir = dir.path});
   CHECK(log.str().find("resumed from") != std::string::npos);
   CHECK(log.str().find("at step 20") != std::string::npos);
   CHECK(result.step == 40);
@@ -102,8 +111,9 @@ TEST_CASE("a checkpoint from another optimizer is refused by name") {
   auto sgd = make_trainer(optim::Sgd{0.1f});
   sgd.fit(data, {.steps = 5, .batch_size = 96, .log = nullptr, .checkpoint_dir = dir.path});
   auto adam = make_trainer(optim::Adam{0.01f});
-  CHECK_THROWS_WITH_AS(adam.fit(data, {.steps = 10, .batch_size = 96, .log = nullptr, .checkpoint_dir = dir.path}),
-                       doctest::Contains("holds Sgd state but this run uses Adam"), CheckpointError);
+  CHECK_THROWS_WITH_AS(
+      adam.fit(data, {.steps = 10, .batch_size = 96, .log = nullptr, .checkpoint_dir = dir.path}),
+      doctest::Contains("holds Sgd state but this run uses Adam"), CheckpointError);
 }
 
 TEST_CASE("a damaged latest checkpoint stops the run instead of silently starting over") {
@@ -113,17 +123,23 @@ TEST_CASE("a damaged latest checkpoint stops the run instead of silently startin
   auto const file = *io::latest_checkpoint(dir.path);
   std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
   auto second = make_trainer();
-  CHECK_THROWS_AS(second.fit(data, {.steps = 10, .batch_size = 96, .log = nullptr, .checkpoint_dir = dir.path}),
-                  CheckpointError);
+  CHECK_THROWS_AS(
+      second.fit(data, {.steps = 10, .batch_size = 96, .log = nullptr, .checkpoint_dir = dir.path}),
+      CheckpointError);
 }
 
 TEST_CASE("asynchronous training checkpoints consistent weights and counts global steps") {
   using Async = Strategy<nn::Mlp, place::CentralStorage, comm::InProcess, sync::Asynchronous>;
   testing::TempDir dir("async");
-  Trainer<Async> trainer{Async{nn::Mlp({12, 16, 3}), place::CentralStorage{.replicas = 2}}, optim::Sgd{0.1f}};
+  Trainer<Async> trainer{Async{nn::Mlp({12, 16, 3}), place::CentralStorage{.replicas = 2}},
+                         optim::Sgd{0.1f}};
   std::ostringstream log;
-  auto result = trainer.fit(data, {.steps = 60, .batch_size = 96, .log_every = 30, .log = &log,
-                                   .checkpoint_dir = dir.path, .checkpoint_every = 20});
+  auto result = trainer.fit(data, {.steps = 60,
+                                   .batch_size = 96,
+                                   .log_every = 30,
+                                   .log = &log,
+                                   .checkpoint_dir = dir.path,
+                                   .checkpoint_every = 20});
   CHECK(result.global_step == 60);
   CHECK(log.str().find("(60 global steps)") != std::string::npos);
   auto const ck = io::load_checkpoint(*io::latest_checkpoint(dir.path));
@@ -134,6 +150,7 @@ TEST_CASE("asynchronous training checkpoints consistent weights and counts globa
   auto const& vars = trainer.model().variables();
   for (auto const& v : vars.list()) {
     auto const& t = ck.weights.at(v.name);
-    CHECK(std::memcmp(t.data.data(), trainer.strategy().weights().data() + v.offset, v.size * sizeof(float)) == 0);
+    CHECK(std::memcmp(t.data.data(), trainer.strategy().weights().data() + v.offset,
+                      v.size * sizeof(float)) == 0);
   }
 }

@@ -1,8 +1,8 @@
 // The synchronous in-process engine: replicas are threads that meet at a barrier after computing
-// their gradients; thread t then sums chunk t of every replica's gradients, applies the optimizer to
-// chunk t (reduce-scatter) and, when each replica keeps its own weights, writes the updated chunk
-// into every replica (all-gather), block by block in one pass; a second barrier ends the step. Sums
-// run in replica order, so runs are bit-identical.
+// their gradients; thread t then sums chunk t of every replica's gradients, applies the optimizer
+// to chunk t (reduce-scatter) and, when each replica keeps its own weights, writes the updated
+// chunk into every replica (all-gather), block by block in one pass; a second barrier ends the
+// step. Sums run in replica order, so runs are bit-identical.
 #pragma once
 
 #include <algorithm>
@@ -48,7 +48,8 @@ inline void copy_block(float* dst, float const* src, std::size_t count, bool str
 inline constexpr std::size_t reduce_block = 2048;
 
 /// acc[0, count) = sum over r of sources[r][offset, offset + count), in replica order.
-inline void sum_block(std::span<float const* const> sources, std::size_t offset, std::size_t count, float* acc) {
+inline void sum_block(std::span<float const* const> sources, std::size_t offset, std::size_t count,
+                      float* acc) {
   std::memcpy(acc, sources[0] + offset, count * sizeof(float));
   for (std::size_t r = 1; r < sources.size(); ++r) {
     float const* src = sources[r] + offset;
@@ -62,9 +63,10 @@ inline void sum_block(std::span<float const* const> sources, std::size_t offset,
 /// other `weights` arenas while it is still in L1: reduce-scatter and all-gather in one pass, with
 /// the update fused in, so the summed gradients are never written to memory and no replica has to
 /// read back what another updated.
-inline void reduce_apply_broadcast(std::span<float const* const> grads, std::size_t begin, std::size_t end,
-                                   std::span<float* const> weights, std::size_t arena_size,
-                                   optim::Optimizer const& opt, optim::OptimizerState& slots, std::int64_t update) {
+inline void reduce_apply_broadcast(std::span<float const* const> grads, std::size_t begin,
+                                   std::size_t end, std::span<float* const> weights,
+                                   std::size_t arena_size, optim::Optimizer const& opt,
+                                   optim::OptimizerState& slots, std::int64_t update) {
   alignas(64) std::array<float, reduce_block> acc;
   float const scale = 1.0f / static_cast<float>(grads.size());
   std::span<float> const updated(weights[0], arena_size);
@@ -73,10 +75,12 @@ inline void reduce_apply_broadcast(std::span<float const* const> grads, std::siz
     std::size_t const count = std::min(reduce_block, end - at);
     sum_block(grads, at, count, acc.data());
     opt.apply(updated, std::span<float const>(acc.data(), count), slots, at, scale, update);
-    for (std::size_t d = 1; d < weights.size(); ++d) copy_block(weights[d] + at, weights[0] + at, count, streaming);
+    for (std::size_t d = 1; d < weights.size(); ++d)
+      copy_block(weights[d] + at, weights[0] + at, count, streaming);
   }
 #if defined(__SSE__)
-  if (streaming) _mm_sfence();  // non-temporal stores are weakly ordered: finish them before the barrier
+  if (streaming)
+    _mm_sfence();  // non-temporal stores are weakly ordered: finish them before the barrier
 #endif
 }
 
@@ -84,7 +88,8 @@ inline void reduce_apply_broadcast(std::span<float const* const> grads, std::siz
 /// ends; rethrows the first exception a replica raised after every thread has stopped. A replica
 /// that keeps the others waiting longer than `timeout` is named on std::clog.
 template <class M>
-void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights, std::chrono::milliseconds timeout) {
+void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights,
+                   std::chrono::milliseconds timeout) {
   std::size_t const replicas = s.replicas.size();
   std::size_t const n = s.replicas[0].variables().element_count();
   if (s.step >= plan.until) return;
@@ -112,8 +117,14 @@ void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights,
     for (auto& local : s.local_steps) ++local;
     float loss = 0.0f;
     for (float l : losses) loss += l;
-    StepReport const report{s.step, s.global_step, s.local_steps[0], 0, loss / static_cast<float>(replicas),
-                            seconds[0], s.dropped, 0};
+    StepReport const report{s.step,
+                            s.global_step,
+                            s.local_steps[0],
+                            0,
+                            loss / static_cast<float>(replicas),
+                            seconds[0],
+                            s.dropped,
+                            0};
     try {
       if (plan.after_step && !plan.after_step(report)) stop = true;
     } catch (...) {
@@ -142,21 +153,24 @@ void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights,
         Batch const batch = plan.batch(r, s.local_steps[r]);
         auto const start = std::chrono::steady_clock::now();
         losses[r] = static_cast<float>(model.forward_backward(batch));
-        seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        seconds[r] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       } catch (...) {
         error.capture();
         failed = true;
       }
       barrier.arrive_and_wait(r, after_gradients);
       if (stop) return;
-      reduce_apply_broadcast(grads, begin, end, destinations, n, s.optimizer, s.slots, s.slots.updates + 1);
+      reduce_apply_broadcast(grads, begin, end, destinations, n, s.optimizer, s.slots,
+                             s.slots.updates + 1);
       barrier.arrive_and_wait(r, after_update);
       if (stop) return;
     }
   };
 
   {
-    math::OneThreadPerReplica const caller;  // outlives every replica thread: BLAS stays at one thread
+    math::OneThreadPerReplica const
+        caller;  // outlives every replica thread: BLAS stays at one thread
     std::vector<std::jthread> threads;
     for (std::size_t r = 1; r < replicas; ++r) threads.emplace_back(replica_loop, r);
     replica_loop(0);
@@ -173,14 +187,15 @@ void run_single(ReplicaState<M>& s, RunPlan const& plan) {
     Batch const batch = plan.batch(0, s.local_steps[0]);
     auto const start = std::chrono::steady_clock::now();
     float const loss = static_cast<float>(s.replicas[0].forward_backward(batch));
-    double const seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double const seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     s.optimizer.apply(vars.weights(), vars.grads(), s.slots, 0, 1.0f, s.slots.updates + 1);
     ++s.slots.updates;
     ++s.step;
     ++s.global_step;
     ++s.local_steps[0];
-    if (plan.after_step && !plan.after_step(StepReport{s.step, s.global_step, s.local_steps[0], 0, loss, seconds,
-                                                       s.dropped, 0})) {
+    if (plan.after_step && !plan.after_step(StepReport{s.step, s.global_step, s.local_steps[0], 0,
+                                                       loss, seconds, s.dropped, 0})) {
       return;
     }
   }

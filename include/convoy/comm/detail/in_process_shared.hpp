@@ -23,8 +23,8 @@ namespace convoy::comm::detail {
 
 struct SharedMode {
   enum class Kind { asynchronous, bounded, aggregate } kind = Kind::asynchronous;
-  int staleness = 0;                  ///< bounded: most clocks a replica may lead the slowest
-  std::size_t to_aggregate = 0;       ///< aggregate: gradients per update (M)
+  int staleness = 0;             ///< bounded: most clocks a replica may lead the slowest
+  std::size_t to_aggregate = 0;  ///< aggregate: gradients per update (M)
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
 
@@ -40,7 +40,7 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
   std::condition_variable changed;
   bool stop = false;
   FirstError error;
-  std::int64_t claimed = s.global_step;       // async/bounded: gradients promised so far
+  std::int64_t claimed = s.global_step;              // async/bounded: gradients promised so far
   std::vector<std::int64_t> clocks = s.local_steps;  // bounded: completed steps per replica
   std::vector<float> sum(mode.kind == Kind::aggregate ? n : 0);
   std::vector<char> delivered(replicas, 0);  // aggregate: who has contributed to the open step
@@ -73,15 +73,19 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
         std::unique_lock lock(mutex);
         if (finished()) break;
         if (mode.kind == Kind::bounded) {
-          auto lead_now = [&] { return clocks[r] - *std::min_element(clocks.begin(), clocks.end()); };
-          bool const ok = changed.wait_for(lock, mode.timeout, [&] { return stop || lead_now() <= mode.staleness; });
+          auto lead_now = [&] {
+            return clocks[r] - *std::min_element(clocks.begin(), clocks.end());
+          };
+          bool const ok = changed.wait_for(lock, mode.timeout,
+                                           [&] { return stop || lead_now() <= mode.staleness; });
           if (stop) break;
           if (!ok) {
             auto slowest = std::min_element(clocks.begin(), clocks.end()) - clocks.begin();
             try {
               throw TimeoutError("convoy: replica " + std::to_string(r) + " waited " +
-                                 std::to_string(mode.timeout.count()) + " ms for replica " + std::to_string(slowest) +
-                                 " (clock " + std::to_string(clocks[slowest]) + ") under BoundedStaleness<" +
+                                 std::to_string(mode.timeout.count()) + " ms for replica " +
+                                 std::to_string(slowest) + " (clock " +
+                                 std::to_string(clocks[slowest]) + ") under BoundedStaleness<" +
                                  std::to_string(mode.staleness) + ">");
             } catch (...) {
               fail(lock);
@@ -118,7 +122,8 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
         ++s.step;
         ++s.global_step;
         ++clocks[r];
-        report(StepReport{s.step, s.global_step, s.local_steps[r], r, loss, seconds, s.dropped, lead});
+        report(
+            StepReport{s.step, s.global_step, s.local_steps[r], r, loss, seconds, s.dropped, lead});
         changed.notify_all();
         continue;
       }
@@ -140,7 +145,8 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
         ++s.slots.updates;
         ++s.step;
         s.global_step += static_cast<std::int64_t>(contributions);
-        report(StepReport{s.step, s.global_step, s.local_steps[r], r, loss_sum * scale, seconds, s.dropped, 0});
+        report(StepReport{s.step, s.global_step, s.local_steps[r], r, loss_sum * scale, seconds,
+                          s.dropped, 0});
         contributions = 0;
         loss_sum = 0.0f;
         std::fill(delivered.begin(), delivered.end(), 0);
@@ -154,8 +160,9 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
         }
         try {
           throw TimeoutError("convoy: synchronous step " + std::to_string(tag + 1) + " waited " +
-                             std::to_string(mode.timeout.count()) + " ms for " + std::to_string(mode.to_aggregate) +
-                             " gradients and has " + std::to_string(contributions) + "; replicas " + missing +
+                             std::to_string(mode.timeout.count()) + " ms for " +
+                             std::to_string(mode.to_aggregate) + " gradients and has " +
+                             std::to_string(contributions) + "; replicas " + missing +
                              " have not delivered");
         } catch (...) {
           fail(lock);
@@ -169,7 +176,8 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
   };
 
   {
-    math::OneThreadPerReplica const caller;  // outlives every replica thread: BLAS stays at one thread
+    math::OneThreadPerReplica const
+        caller;  // outlives every replica thread: BLAS stays at one thread
     std::vector<std::jthread> threads;
     for (std::size_t r = 1; r < replicas; ++r) threads.emplace_back(replica_loop, r);
     replica_loop(0);

@@ -24,9 +24,10 @@ struct ReplicaState {
   std::vector<std::int64_t> local_steps;
 };
 
-/// [begin, end) of part `index` of `parts` over n floats; bounds fall on 64-byte lines so two threads
-/// never write one cache line.
-inline std::pair<std::size_t, std::size_t> chunk_bounds(std::size_t n, std::size_t parts, std::size_t index) {
+/// [begin, end) of part `index` of `parts` over n floats; bounds fall on 64-byte lines so two
+/// threads never write one cache line.
+inline std::pair<std::size_t, std::size_t> chunk_bounds(std::size_t n, std::size_t parts,
+                                                        std::size_t index) {
   constexpr std::size_t line = 16;
   std::size_t const per = (n + parts - 1) / parts;
   std::size_t const rounded = (per + line - 1) / line * line;

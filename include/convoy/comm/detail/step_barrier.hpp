@@ -1,8 +1,8 @@
 // StepBarrier: the meeting point of the synchronous in-process engine. Arrivals spin briefly
 // (replicas usually arrive within microseconds of each other, and a futex sleep and wake-up costs
 // more than the whole exchange of a small model) and then block. A blocked wait that outlasts the
-// timeout says on std::clog which replicas have not arrived, and keeps saying so, instead of hanging
-// in silence: a replica stuck inside user code cannot be interrupted from another thread.
+// timeout says on std::clog which replicas have not arrived, and keeps saying so, instead of
+// hanging in silence: a replica stuck inside user code cannot be interrupted from another thread.
 #pragma once
 
 #include <atomic>
@@ -40,18 +40,25 @@ class StepBarrier {
     }
     for (int spin = 0; spin < spin_limit; ++spin) {
       if (generation_.load(std::memory_order_acquire) != generation) return;
-      if (spin >= spin_limit / 2) std::this_thread::yield();  // oversubscribed cores: let the others run
+      if (spin >= spin_limit / 2)
+        std::this_thread::yield();  // oversubscribed cores: let the others run
     }
     std::unique_lock lock(mutex_);
     auto const started = std::chrono::steady_clock::now();
-    while (!released_.wait_for(lock, timeout_, [&] { return generation_.load(std::memory_order_acquire) != generation; })) {
+    while (!released_.wait_for(lock, timeout_, [&] {
+      return generation_.load(std::memory_order_acquire) != generation;
+    })) {
       std::string missing;
       for (std::size_t p = 0; p < parties_; ++p) {
-        if (arrivals_[p].load(std::memory_order_relaxed) != generation + 1) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+        if (arrivals_[p].load(std::memory_order_relaxed) != generation + 1)
+          missing += (missing.empty() ? "" : ", ") + std::to_string(p);
       }
-      auto const waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started);
-      std::clog << "convoy: replica " << party << " has waited " << waited.count() << " s for replica(s) " << missing
-                << " at a synchronous step; still waiting (an in-process replica cannot be interrupted)\n";
+      auto const waited = std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::steady_clock::now() - started);
+      std::clog << "convoy: replica " << party << " has waited " << waited.count()
+                << " s for replica(s) " << missing
+                << " at a synchronous step; still waiting (an in-process replica cannot be "
+                   "interrupted)\n";
     }
   }
 
