@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <iostream>
 #include <span>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -82,28 +83,27 @@ class Strategy {
   using comm_type = Comm;
   using sync_type = Sync;
 
-  /// Builds the replicas as copies of `prototype`, so all start with its weights. Throws
-  /// PlacementError when a strict placement cannot be honoured.
-  explicit Strategy(Model prototype, Placement placement = {}, Comm comm = {}, Sync sync = {})
-      : placement_(placement), comm_(comm), sync_(sync) {
+  /// Builds the replicas as copies of `prototype`, so all start with its weights; replica r's
+  /// generator (Variables::rng) is reseeded from the prototype's so that replicas draw different
+  /// streams. Throws PlacementError when a strict placement cannot be honoured, and Error for a
+  /// replicas_to_aggregate or timeout out of range.
+  explicit Strategy(Model prototype, Placement placement = {}, [[maybe_unused]] Comm comm = {},
+                    Sync sync = {})
+      : placement_(placement), sync_(sync) {
     resolve_placement();
     auto const replicas = static_cast<std::size_t>(placement_.replica_count());
+    check_sync(replicas);
+    std::uint64_t const base_seed = prototype.variables().rng()();
     state_.replicas.assign(replicas, prototype);
+    for (std::size_t r = 0; r < replicas; ++r) {
+      state_.replicas[r].variables().rng().seed(base_seed + 0x9E3779B97F4A7C15ULL * r);
+    }
     state_.local_steps.assign(replicas, 0);
     if (uses_central()) {
       auto weights = state_.replicas[0].variables().weights();
       state_.central.assign(weights.begin(), weights.end());
-      if (Placement::shared_weights && !lock_based()) {
+      if (Placement::shared_weights && lock_step()) {
         for (auto& replica : state_.replicas) replica.variables().bind_weights(state_.central);
-      }
-    }
-    if constexpr (std::same_as<Sync, sync::Synchronous>) {
-      if (sync_.replicas_to_aggregate < 0 ||
-          static_cast<std::size_t>(sync_.replicas_to_aggregate) > replicas) {
-        throw Error("convoy: replicas_to_aggregate is " +
-                    std::to_string(sync_.replicas_to_aggregate) + " but there are " +
-                    std::to_string(replicas) + " replicas; pick 1.." + std::to_string(replicas) +
-                    " (0: all)");
       }
     }
     set_optimizer(optim::Sgd{});
@@ -123,37 +123,65 @@ class Strategy {
   /// Replaces the optimizer and zeroes its slots.
   void set_optimizer(optim::Optimizer optimizer) {
     state_.optimizer = optimizer;
-    state_.slots = optimizer.make_state(state_.replicas[0].variables().element_count());
+    state_.slots = optimizer.make_state(layout().element_count());
   }
   optim::Optimizer const& optimizer() const { return state_.optimizer; }
   optim::OptimizerState& optimizer_state() { return state_.slots; }
 
-  /// Runs steps until plan.until; blocks. Rethrows the first exception a replica raised.
+  /// Runs steps until plan.until; blocks. Rethrows the first exception a replica raised. Throws
+  /// Error before starting when the optimizer state does not fit the optimizer and the model.
   void run(RunPlan const& plan) {
-    if (replicas() == 1 && !lock_based()) {
+    check_optimizer_state();
+    running_ = true;
+    struct Done {
+      bool& running;
+      ~Done() { running = false; }
+    } const done{running_};
+    if (replicas() == 1 && lock_step()) {
       comm::detail::run_single(state_, plan);
-    } else if (!lock_based()) {
+    } else if (lock_step()) {
       comm::detail::run_allreduce(state_, plan, Placement::shared_weights, step_timeout());
     } else {
       comm::detail::run_shared(state_, plan, shared_mode());
     }
   }
 
+  /// True when every replica takes every step together (one replica, or Synchronous aggregating
+  /// all): between steps nothing computes, so a callback sees every replica at rest.
+  bool lock_step() const {
+    if constexpr (std::same_as<Sync, sync::Synchronous>) {
+      return sync_.replicas_to_aggregate == 0 ||
+             static_cast<std::size_t>(sync_.replicas_to_aggregate) == replicas();
+    } else {
+      return false;
+    }
+  }
+
   /// The authoritative weights (the central copy, or replica 0's when every replica mirrors them).
+  /// Safe to read from a callback: it runs while no update is being applied.
   std::span<float const> weights() const {
-    return uses_central() ? std::span<float const>(state_.central)
-                          : state_.replicas[0].variables().weights();
+    return uses_central() ? std::span<float const>(state_.central) : layout().weights();
   }
   /// Sets the weights of every replica (and the central copy). Throws ShapeError on a size
   /// mismatch.
   void assign_weights(std::span<float const> flat) {
+    if (uses_central()) {
+      state_.central.assign(flat.begin(), flat.end());
+      if (Placement::shared_weights && lock_step()) return;  // the replicas read the central copy
+    }
     for (auto& replica : state_.replicas) replica.variables().set_flat(flat);
-    if (uses_central()) std::copy(flat.begin(), flat.end(), state_.central.begin());
   }
 
-  /// Replica 0, holding the authoritative weights: for evaluation, saving and inspection.
+  /// Replica 0, holding the authoritative weights: for evaluation, saving and inspection between
+  /// runs. Throws Error during a run (from a callback), where replica 0 may be computing; read
+  /// weights() there instead.
   Model& model() {
-    if (uses_central() && lock_based()) state_.replicas[0].variables().set_flat(state_.central);
+    if (running_) {
+      throw Error(
+          "convoy: Strategy::model() was called during a run, while replica 0 may be "
+          "computing; use weights() or Trainer::evaluate in a callback");
+    }
+    if (uses_central() && !lock_step()) state_.replicas[0].variables().set_flat(state_.central);
     return state_.replicas[0];
   }
   Model& replica(std::size_t r) { return state_.replicas[r]; }
@@ -165,37 +193,65 @@ class Strategy {
   /// True when progress counts global steps (every gradient applied on its own) rather than
   /// synchronized steps.
   static constexpr bool asynchronous() { return !std::same_as<Sync, sync::Synchronous>; }
-  /// Rows of data one unit of progress consumes, for a global batch of `batch` rows.
-  std::size_t rows_per_progress(std::size_t batch) const {
+  /// Units of progress (steps, or global steps when asynchronous) in which every replica walks its
+  /// slice of `global_batches` global batches: one epoch when that is the sampler's
+  /// steps_per_epoch.
+  double progress_per(std::size_t global_batches) const {
+    double const batches = static_cast<double>(global_batches);
     if constexpr (std::same_as<Sync, sync::Synchronous>) {
-      if (lock_based())
-        return batch / replicas() * static_cast<std::size_t>(sync_.replicas_to_aggregate);
-      return batch;
+      if (lock_step()) return batches;
+      return batches * static_cast<double>(replicas()) / sync_.replicas_to_aggregate;
     } else {
-      return batch / replicas();
+      return batches * static_cast<double>(replicas());
     }
   }
   std::int64_t progress() const { return asynchronous() ? state_.global_step : state_.step; }
-  /// Restores counters from a checkpoint.
-  void set_counters(std::int64_t step, std::int64_t global_step,
+
+  /// Restores counters from a checkpoint. When it was written with another replica count, lock-step
+  /// replicas all continue at `step`, and the others share the global steps evenly.
+  void set_counters(std::int64_t step, std::int64_t global_step, std::int64_t dropped,
                     std::vector<std::int64_t> const& replica_steps) {
     state_.step = step;
     state_.global_step = global_step;
+    state_.dropped = dropped;
     if (replica_steps.size() == state_.local_steps.size()) {
       state_.local_steps = replica_steps;
     } else {
-      state_.local_steps.assign(state_.local_steps.size(), step);
+      std::int64_t const each =
+          lock_step() ? step : global_step / static_cast<std::int64_t>(replicas());
+      state_.local_steps.assign(state_.local_steps.size(), each);
+    }
+  }
+
+  /// Every replica's generator state, one line each; only meaningful while no replica computes
+  /// (between runs, or in a callback of a lock-step run).
+  std::string generator_state() const {
+    std::ostringstream out;
+    for (auto const& replica : state_.replicas) {
+      out << const_cast<Model&>(replica).variables().rng() << "\n";
+    }
+    return out.str();
+  }
+  /// Restores generator_state()'s text. A text for another replica count is ignored: the streams
+  /// then start afresh, as they would on a different machine.
+  void set_generator_state(std::string const& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    if (lines.size() != replicas()) return;
+    for (std::size_t r = 0; r < replicas(); ++r) {
+      std::istringstream line(lines[r]);
+      line >> state_.replicas[r].variables().rng();
     }
   }
 
   /// Prints, like TensorFlow's log_device_placement, where every variable lives and which replica
   /// computes on which device.
   void log_placement(std::ostream& out) const {
-    auto const& vars = state_.replicas[0].variables();
     std::string where;
-    if (Placement::shared_weights || lock_based()) {
+    if (Placement::shared_weights || !lock_step()) {
       where = "/cpu:0 (one central copy; replicas " +
-              std::string(lock_based() ? "pull copies of it" : "read it") + ")";
+              std::string(lock_step() ? "read it" : "pull copies of it") + ")";
     } else if (replicas() == 1) {
       where = "/cpu:0";
     } else {
@@ -203,8 +259,9 @@ class Strategy {
     }
     out << "convoy placement: Strategy<" << Placement::name << ", " << Comm::name << ", "
         << Sync::name << ">, " << replicas() << " replica(s)\n";
-    for (auto const& v : vars.list())
+    for (auto const& v : layout().list()) {
       out << "convoy placement: " << v.name << " " << to_string(v.shape) << " -> " << where << "\n";
+    }
     for (std::size_t r = 0; r < replicas(); ++r) {
       out << "convoy placement: replica " << r << " computes forward_backward on /cpu:0 thread "
           << r << "\n";
@@ -212,22 +269,47 @@ class Strategy {
   }
 
  private:
-  // Asynchronous work, bounded staleness and partial aggregation pull copies of a central truth.
-  bool lock_based() const {
+  // Replica 0's Variables: names, shapes and offsets. A model need only offer a non-const
+  // variables(), which does not change the model, so const members may call it.
+  Variables& layout() const { return const_cast<Model&>(state_.replicas[0]).variables(); }
+
+  bool uses_central() const { return Placement::shared_weights || !lock_step(); }
+
+  void check_sync(std::size_t replicas) const {
     if constexpr (std::same_as<Sync, sync::Synchronous>) {
-      return sync_.replicas_to_aggregate != 0 &&
-             static_cast<std::size_t>(sync_.replicas_to_aggregate) < replicas();
-    } else {
-      return true;
+      if (sync_.replicas_to_aggregate < 0 ||
+          static_cast<std::size_t>(sync_.replicas_to_aggregate) > replicas) {
+        throw Error("convoy: replicas_to_aggregate is " +
+                    std::to_string(sync_.replicas_to_aggregate) + " but there are " +
+                    std::to_string(replicas) + " replicas; pick 1.." + std::to_string(replicas) +
+                    " (0: all)");
+      }
+    }
+    if constexpr (requires { sync_.timeout; }) {
+      if (sync_.timeout.count() <= 0) {
+        throw Error("convoy: " + std::string(Sync::name) + "'s timeout is " +
+                    std::to_string(sync_.timeout.count()) + " ms; it must be positive");
+      }
     }
   }
-  bool uses_central() const { return Placement::shared_weights || lock_based(); }
+
+  void check_optimizer_state() const {
+    auto const& slots = state_.slots.slots;
+    bool fits = slots.size() == state_.optimizer.slot_names().size();
+    for (auto const& slot : slots) fits = fits && slot.size() == layout().element_count();
+    if (!fits) {
+      throw Error("convoy: the optimizer state does not fit " +
+                  std::string(state_.optimizer.name()) + " and the model's " +
+                  std::to_string(layout().element_count()) +
+                  " weights; set it with set_optimizer()");
+    }
+  }
 
   std::chrono::milliseconds step_timeout() const {
     if constexpr (std::same_as<Sync, sync::Synchronous>) {
       return sync_.timeout;
     } else {
-      return std::chrono::minutes(5);
+      return std::chrono::minutes(5);  // lock-step runs are Synchronous; this is never used
     }
   }
 
@@ -239,7 +321,7 @@ class Strategy {
     } else if constexpr (detail::is_bounded_staleness<Sync>) {
       return {Kind::bounded, Sync::staleness, 0, sync_.timeout};
     } else {
-      return {Kind::asynchronous, 0, 0, std::chrono::minutes(5)};
+      return {Kind::asynchronous, 0, 0, {}};  // asynchronous replicas never wait on each other
     }
   }
 
@@ -247,15 +329,16 @@ class Strategy {
     if constexpr (std::same_as<Placement, place::Gpu>) {
       std::string const what = "convoy: place::Gpu{device " + std::to_string(placement_.device) +
                                "} cannot be honoured: this build has no CUDA backend";
-      if (placement_.strict)
+      if (placement_.strict) {
         throw PlacementError(what + " (strict placement); use place::Host, or turn strict off");
+      }
       std::clog << what << "; running on the host (/cpu:0) instead\n";
     }
   }
 
   Placement placement_;
-  Comm comm_;
   Sync sync_;
+  bool running_ = false;
   comm::detail::ReplicaState<Model> state_;
 };
 

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/aligned_allocator.hpp"
 #include "error.hpp"
 #include "tensor.hpp"
 
@@ -216,9 +217,9 @@ class Variables {
   std::string scope_;
   std::vector<Variable> list_;
   std::unordered_map<std::string, std::size_t> by_name_;
-  std::vector<float> own_weights_;
+  detail::AlignedVector<float> own_weights_;
   std::span<float> external_;
-  std::vector<float> grads_;
+  detail::AlignedVector<float> grads_;
   std::mt19937_64 rng_;
 };
 

@@ -32,15 +32,17 @@
 
 namespace convoy::io {
 
-/// The state of a run at one step. `rng_state` is a std::mt19937_64 written with operator<<, kept
-/// opaque; `replica_steps` holds each replica's own step (asynchronous training lets them differ).
+/// The state of a run at one step. `rng_state` is opaque text (Strategy::generator_state(): each
+/// replica's std::mt19937_64, or empty); `replica_steps` holds each replica's own step
+/// (asynchronous training lets them differ).
 struct Checkpoint {
   std::map<std::string, Tensor> weights;
   std::string optimizer;                ///< Optimizer::name(), to refuse slots of another one
   std::map<std::string, Tensor> slots;  ///< named_slots(): "<variable>/<slot>"
   std::int64_t optimizer_updates = 0;   ///< OptimizerState::updates (Adam's bias correction)
   std::int64_t step = 0;                ///< this process's completed steps; names the file
-  std::int64_t global_step = 0;         ///< updates applied to the shared weights, all replicas
+  std::int64_t global_step = 0;         ///< gradients applied, over all replicas
+  std::int64_t dropped = 0;             ///< late gradients dropped (replicas_to_aggregate)
   std::vector<std::int64_t> replica_steps;
   std::uint64_t data_seed = 0;  ///< the sampler's seed, so the data order resumes unchanged
   std::string rng_state;
@@ -53,7 +55,7 @@ void save(Archive& ar, Checkpoint const& c) {
   ar(cereal::make_nvp("optimizer", c.optimizer));
   detail::save_records(ar, "slots", detail::record_views(c.slots));
   ar(cereal::make_nvp("optimizer_updates", c.optimizer_updates), cereal::make_nvp("step", c.step),
-     cereal::make_nvp("global_step", c.global_step),
+     cereal::make_nvp("global_step", c.global_step), cereal::make_nvp("dropped", c.dropped),
      cereal::make_nvp("replica_steps", c.replica_steps), cereal::make_nvp("data_seed", c.data_seed),
      cereal::make_nvp("rng_state", c.rng_state));
 }
@@ -66,7 +68,7 @@ void load(Archive& ar, Checkpoint& c) {
   detail::load_field(ar, "optimizer", c.optimizer);
   detail::load_records(ar, "slots", c.slots);
   ar(cereal::make_nvp("optimizer_updates", c.optimizer_updates), cereal::make_nvp("step", c.step),
-     cereal::make_nvp("global_step", c.global_step));
+     cereal::make_nvp("global_step", c.global_step), cereal::make_nvp("dropped", c.dropped));
   detail::load_field(ar, "replica_steps", c.replica_steps);
   ar(cereal::make_nvp("data_seed", c.data_seed));
   detail::load_field(ar, "rng_state", c.rng_state);

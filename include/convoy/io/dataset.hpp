@@ -34,6 +34,30 @@ struct Dataset {
   }
 };
 
+/// Throws DatasetError, naming the dataset, when its parts disagree: features that are not whole
+/// rows, or labels or targets for another number of rows. Cheap: sizes only.
+inline void check(Dataset const& data) {
+  auto fail = [&](std::string const& what) {
+    throw DatasetError("convoy: dataset '" + data.name + "': " + what);
+  };
+  if (data.cols == 0 || data.features.size() % data.cols != 0) {
+    fail(std::to_string(data.features.size()) + " feature values are not whole rows of " +
+         std::to_string(data.cols));
+  }
+  if (!data.labels.empty() && data.labels.size() != data.rows()) {
+    fail(std::to_string(data.labels.size()) + " labels for " + std::to_string(data.rows()) +
+         " rows");
+  }
+  if (data.targets.size() != data.rows() * data.target_cols && !data.targets.empty()) {
+    fail(std::to_string(data.targets.size()) + " target values for " + std::to_string(data.rows()) +
+         " rows of " + std::to_string(data.target_cols));
+  }
+  if (data.targets.empty() != (data.target_cols == 0) && data.rows() > 0) {
+    fail("target_cols is " + std::to_string(data.target_cols) + " but there are " +
+         std::to_string(data.targets.size()) + " target values");
+  }
+}
+
 /// Shard `index` of `count`: rows index, index + count, index + 2 count, ..., cut so that every
 /// shard has exactly rows() / count rows (the remainder is dropped, so no shard runs dry first).
 /// Throws DatasetError when there are fewer rows than shards.

@@ -43,6 +43,10 @@ class Sampler {
                          " replicas; pick a batch size that is a multiple of " +
                          std::to_string(replicas));
     }
+    if (rows >= (std::size_t{1} << 32)) {
+      throw DatasetError("convoy: the sampler orders up to 2^32 - 1 rows; shard a dataset of " +
+                         std::to_string(rows) + " rows first");
+    }
     if (global_batch > rows) {
       throw DatasetError("convoy: a batch of " + std::to_string(global_batch) +
                          " is larger than the dataset (" + std::to_string(rows) + " rows)");
@@ -57,7 +61,9 @@ class Sampler {
   /// passes each replica's own step count, so every replica still walks its own slice of the data.
   /// Throws DatasetError for a replica, step or dataset this sampler was not made for.
   Batch fill(Dataset const& data, std::size_t replica, std::int64_t step, BatchBuffer& buf) const {
-    if (replica >= replicas_ || step < 0 || data.rows() != rows_) {
+    if (replica >= replicas_ || step < 0 || data.rows() != rows_ ||
+        (!data.labels.empty() && data.labels.size() != rows_) ||
+        (!data.targets.empty() && data.targets.size() != rows_ * data.target_cols)) {
       throw DatasetError("convoy: sampler for " + std::to_string(rows_) + " rows and " +
                          std::to_string(replicas_) + " replicas asked for replica " +
                          std::to_string(replica) + ", step " + std::to_string(step) + " of '" +

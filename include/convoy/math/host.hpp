@@ -12,7 +12,12 @@
 #include <thrust/system/omp/execution_policy.h>
 #include <thrust/transform_reduce.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <limits>
+#include <string>
+
+#include "../core/error.hpp"
 
 // OpenBLAS's own knobs; weak so that any other CBLAS links too (the calls are then skipped).
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
@@ -73,6 +78,10 @@ double sum_over_indices(std::size_t n, F f) {
 /// op(A) is m x k, op(B) is k x n, C is m x n.
 inline void gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k,
                  float alpha, float const* a, float const* b, float beta, float* c) {
+  if (std::max({m, n, k}) > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    throw Error("convoy: gemm of " + std::to_string(m) + "x" + std::to_string(k) + " by " +
+                std::to_string(k) + "x" + std::to_string(n) + " exceeds CBLAS's int sizes");
+  }
   auto const lda = static_cast<int>(transpose_a ? m : k);
   auto const ldb = static_cast<int>(transpose_b ? k : n);
   cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,

@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "../core/batch.hpp"
+#include "../core/error.hpp"
 #include "../math/host.hpp"
 
 namespace convoy::nn {
@@ -67,6 +69,12 @@ inline Metrics softmax_cross_entropy_metrics(std::span<float const> logits,
 /// Mean over all elements of (prediction - target)^2; writes its gradient to `dprediction`.
 inline float mean_squared_error(std::span<float const> prediction, std::span<float const> target,
                                 std::span<float> dprediction) {
+  if (prediction.empty() || target.size() != prediction.size() ||
+      (!dprediction.empty() && dprediction.size() != prediction.size())) {
+    throw ShapeError("convoy: mean_squared_error got " + std::to_string(prediction.size()) +
+                     " predictions, " + std::to_string(target.size()) + " targets and " +
+                     std::to_string(dprediction.size()) + " gradient slots");
+  }
   double sum = 0.0;
   float const scale = 2.0f / static_cast<float>(prediction.size());
   for (std::size_t i = 0; i < prediction.size(); ++i) {

@@ -1,8 +1,10 @@
 // Adam (Kingma & Ba) with bias correction. Slots "m" and "v".
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <string_view>
 
 #include "../math/host.hpp"
@@ -23,7 +25,7 @@ struct Adam {
     float const* g = u.grads.data();
     float* m = u.slots[0];
     float* v = u.slots[1];
-    auto const t = static_cast<double>(u.step);
+    auto const t = static_cast<double>(std::max<std::int64_t>(u.step, 1));  // steps count from 1
     // Bias corrections folded into the step size, as the paper's section 2 suggests.
     float const alpha = static_cast<float>(learning_rate * std::sqrt(1.0 - std::pow(beta2, t)) /
                                            (1.0 - std::pow(beta1, t)));

@@ -30,6 +30,11 @@ struct OptimizerState {
 class Optimizer {
  public:
   using Any = std::variant<Sgd, Momentum, Adam>;
+  static_assert(
+      Sgd::slot_names.size() <= Update{}.slots.size() &&
+          Momentum::slot_names.size() <= Update{}.slots.size() &&
+          Adam::slot_names.size() <= Update{}.slots.size(),
+      "convoy: an optimizer has more slots than optim::Update carries; widen Update::slots");
 
   Optimizer(Sgd o) : any_(o) {}
   Optimizer(Momentum o) : any_(o) {}

@@ -26,13 +26,16 @@
 
 namespace convoy {
 
-/// Called after every step with the weights consistent; return false to stop training.
+/// Called after every step, one call at a time, while no update is being applied; return false to
+/// stop training. In lock-step runs every replica is at rest; in the others, replicas may be
+/// computing on their own copies of the weights, so read Strategy::weights() or call
+/// Trainer::evaluate, never a replica.
 using Callback = std::function<bool(StepReport const&)>;
 
 struct FitOptions {
-  std::int64_t steps =
-      0;                ///< progress to reach: steps (synchronous) or global steps (asynchronous)
-  double epochs = 0.0;  ///< used when steps is 0: passes over the training data
+  /// Progress to reach: steps (synchronous) or global steps (asynchronous); 0: use epochs.
+  std::int64_t steps = 0;
+  double epochs = 0.0;                      ///< used when steps is 0: passes over the training data
   std::size_t batch_size = 100;             ///< the global batch, split evenly over the replicas
   std::int64_t log_every = 100;             ///< progress line every this many steps; 0: quiet
   std::ostream* log = &std::cout;           ///< where progress goes; null: nowhere
@@ -64,35 +67,40 @@ class Trainer {
 
   Trainer(S strategy, optim::Optimizer optimizer) : strategy_(std::move(strategy)) {
     strategy_.set_optimizer(optimizer);
+    // Evaluation runs on a private copy of the model, made now while no replica computes, so it
+    // never races a replica that is training.
+    if constexpr (has_evaluate<Model>) evaluator_.emplace(strategy_.replica(0));
   }
 
   S& strategy() { return strategy_; }
+  /// The trained model, between runs (see Strategy::model).
   Model& model() { return strategy_.model(); }
 
   /// Trains on `train` until options.steps (or epochs) is reached, resuming from a checkpoint first
-  /// when asked. Throws DatasetError for a batch that does not fit the data or the replicas, and
-  /// CheckpointError for a checkpoint that cannot be used.
+  /// when asked. Throws Error for options that ask for no training or for validation of a model
+  /// without evaluate(), DatasetError for data or a batch that does not fit, and CheckpointError or
+  /// LoadError for a checkpoint that cannot be used.
   FitResult fit(io::Dataset const& train, FitOptions const& options = {}) {
+    check(options);
+    io::check(train);
     std::ostream* log = options.log;
     std::uint64_t seed = options.seed;
     if (options.resume && !options.checkpoint_dir.empty()) {
       if (auto latest = io::latest_checkpoint(options.checkpoint_dir)) {
         seed = restore(*latest);
-        if (log)
+        if (log) {
           *log << "convoy: resumed from " << latest->string() << " at step " << strategy_.step()
                << "\n";
+        }
       }
     }
     io::Sampler const sampler(train.rows(), options.batch_size, strategy_.replicas(), seed);
-    std::int64_t until = options.steps;
-    if (until == 0) {
-      double const units = options.epochs * static_cast<double>(train.rows()) /
-                           static_cast<double>(strategy_.rows_per_progress(options.batch_size));
-      until = static_cast<std::int64_t>(std::ceil(units));
-    }
+    std::int64_t const until =
+        options.steps > 0
+            ? options.steps
+            : static_cast<std::int64_t>(
+                  std::ceil(options.epochs * strategy_.progress_per(sampler.steps_per_epoch())));
 
-    if (options.validation)
-      ensure_evaluator();  // before the replicas start: the copy reads replica 0
     std::vector<io::BatchBuffer> buffers(strategy_.replicas());
     FitResult result;
     std::int64_t const first_global = strategy_.global_step();
@@ -109,18 +117,20 @@ class Trainer {
       std::int64_t const progress = S::asynchronous() ? report.global_step : report.step;
       if (log && options.log_every > 0 && progress % options.log_every == 0) {
         std::int64_t const training_steps = S::asynchronous() ? report.local_step : report.step;
-        *log << "After " << training_steps << " training steps (" << report.global_step
+        std::ostringstream line;  // formatted apart, so the caller's stream keeps its settings
+        line << "After " << training_steps << " training steps (" << report.global_step
              << " global steps), loss on training batch is " << std::setprecision(4) << report.loss
              << " (" << std::setprecision(3) << report.seconds << " sec/batch)";
-        if (report.dropped > 0) *log << ", " << report.dropped << " late gradients dropped";
-        *log << std::endl;
+        if (report.dropped > 0) line << ", " << report.dropped << " late gradients dropped";
+        *log << line.str() << std::endl;
       }
       if (options.validation && options.evaluate_every > 0 &&
           progress % options.evaluate_every == 0) {
-        auto const m = evaluate_weights(*options.validation, strategy_.weights());
-        if (log)
+        auto const m = evaluate_if_possible(*options.validation);
+        if (log) {
           *log << "  validation after " << progress << " steps: accuracy " << m.accuracy()
                << ", loss " << m.mean_loss() << std::endl;
+        }
       }
       if (!options.checkpoint_dir.empty() && options.checkpoint_every > 0 &&
           progress % options.checkpoint_every == 0) {
@@ -142,50 +152,59 @@ class Trainer {
     result.samples_per_second = result.seconds > 0 ? rows / result.seconds : 0.0;
     bool const saved_last_step =
         options.checkpoint_every > 0 && strategy_.progress() % options.checkpoint_every == 0;
-    if (!options.checkpoint_dir.empty() && !saved_last_step)
+    if (!options.checkpoint_dir.empty() && !saved_last_step) {
       save_checkpoint(options.checkpoint_dir, seed);
-    if (options.validation) result.validation = evaluate(*options.validation);
+    }
+    if (options.validation) result.validation = evaluate_if_possible(*options.validation);
     if (log) {
-      *log << "convoy: " << result.step << " steps (" << result.global_step << " global steps) in "
+      std::ostringstream line;
+      line << "convoy: " << result.step << " steps (" << result.global_step << " global steps) in "
            << std::setprecision(3) << result.seconds << " s, " << std::setprecision(6)
-           << result.samples_per_second << " samples/sec" << std::endl;
+           << result.samples_per_second << " samples/sec";
+      *log << line.str() << std::endl;
     }
     return result;
   }
 
-  /// Metrics of the current weights over all of `data`, in batches of `batch_size` rows.
+  /// Metrics of the current weights over all of `data`, in batches of `batch_size` rows. Safe from
+  /// a callback. Blocks.
   Metrics evaluate(io::Dataset const& data,
                    std::size_t batch_size = 1000) requires has_evaluate<Model> {
-    return evaluate_weights(data, strategy_.weights(), batch_size);
+    evaluator_->variables().set_flat(strategy_.weights());
+    Metrics total;
+    for (std::size_t begin = 0; begin < data.rows(); begin += batch_size) {
+      total += evaluator_->evaluate(data.slice(begin, std::min(batch_size, data.rows() - begin)));
+    }
+    return total;
   }
 
-  /// Writes a checkpoint of the current state into `dir`; returns its path. Blocks while writing.
+  /// Writes a checkpoint of the current state into `dir`; returns its path. Blocks while writing
+  /// (in asynchronous runs every replica waits for it). Generator states are saved only in
+  /// lock-step runs, where no replica is drawing from its generator meanwhile.
   std::filesystem::path save_checkpoint(std::filesystem::path const& dir, std::uint64_t data_seed) {
     auto& vars = layout();
     io::Checkpoint ck;
     auto const weights = strategy_.weights();
     for (auto const& v : vars.list()) {
+      auto const first = weights.begin() + static_cast<std::ptrdiff_t>(v.offset);
       ck.weights.emplace(
           v.name,
-          Tensor{v.shape, std::vector<float>(
-                              weights.begin() + static_cast<std::ptrdiff_t>(v.offset),
-                              weights.begin() + static_cast<std::ptrdiff_t>(v.offset + v.size))});
+          Tensor{v.shape, std::vector<float>(first, first + static_cast<std::ptrdiff_t>(v.size))});
     }
     ck.optimizer = std::string(strategy_.optimizer().name());
     ck.slots = optim::named_slots(strategy_.optimizer(), strategy_.optimizer_state(), vars);
     ck.optimizer_updates = strategy_.optimizer_state().updates;
     ck.step = strategy_.step();
     ck.global_step = strategy_.global_step();
+    ck.dropped = strategy_.dropped();
     ck.replica_steps = strategy_.replica_steps();
     ck.data_seed = data_seed;
-    std::ostringstream rng;
-    rng << vars.rng();
-    ck.rng_state = rng.str();
+    if (strategy_.lock_step()) ck.rng_state = strategy_.generator_state();
     return io::save_checkpoint(dir, ck);
   }
 
-  /// Restores weights, optimizer slots, counters and generator state from `file`; returns the data
-  /// seed the checkpointed run used. Throws CheckpointError or LoadError naming what does not
+  /// Restores weights, optimizer slots, counters and generator states from `file`; returns the
+  /// data seed the checkpointed run used. Throws CheckpointError or LoadError naming what does not
   /// match.
   std::uint64_t restore(std::filesystem::path const& file) {
     io::Checkpoint ck = io::load_checkpoint(file);
@@ -194,6 +213,9 @@ class Trainer {
       throw CheckpointError("convoy: checkpoint '" + file.string() + "' holds " + ck.optimizer +
                             " state but this run uses " +
                             std::string(strategy_.optimizer().name()));
+    }
+    if (ck.optimizer_updates < 0 || ck.step < 0 || ck.global_step < 0 || ck.dropped < 0) {
+      throw CheckpointError("convoy: checkpoint '" + file.string() + "' holds negative counters");
     }
     vars.check_names(ck.weights, "checkpoint '" + file.string() + "'");
     optim::set_named_slots(strategy_.optimizer(), strategy_.optimizer_state(), vars, ck.slots);
@@ -204,11 +226,8 @@ class Trainer {
     }
     strategy_.assign_weights(flat);
     strategy_.optimizer_state().updates = ck.optimizer_updates;
-    strategy_.set_counters(ck.step, ck.global_step, ck.replica_steps);
-    for (std::size_t r = 0; r < strategy_.replicas(); ++r) {
-      std::istringstream rng(ck.rng_state);
-      rng >> strategy_.replica(r).variables().rng();
-    }
+    strategy_.set_counters(ck.step, ck.global_step, ck.dropped, ck.replica_steps);
+    strategy_.set_generator_state(ck.rng_state);
     return ck.data_seed;
   }
 
@@ -216,24 +235,27 @@ class Trainer {
   // Replica 0's Variables, for names, shapes and offsets; its values are not read here.
   Variables& layout() { return strategy_.replica(0).variables(); }
 
-  // Evaluation runs on a private copy of the model, so it never races a replica that is training.
-  Metrics evaluate_weights(io::Dataset const& data, std::span<float const> weights,
-                           std::size_t batch_size = 1000) {
+  // evaluate() for models that have it; check() refuses validation for the others.
+  Metrics evaluate_if_possible(io::Dataset const& data) {
     if constexpr (has_evaluate<Model>) {
-      ensure_evaluator();
-      evaluator_->variables().set_flat(weights);
-      Metrics total;
-      for (std::size_t begin = 0; begin < data.rows(); begin += batch_size) {
-        total += evaluator_->evaluate(data.slice(begin, std::min(batch_size, data.rows() - begin)));
-      }
-      return total;
+      return evaluate(data);
     } else {
       return Metrics{};
     }
   }
 
-  void ensure_evaluator() {
-    if (!evaluator_) evaluator_.emplace(strategy_.replica(0));
+  static void check(FitOptions const& options) {
+    if (options.steps < 0 || !(options.epochs >= 0.0) ||
+        (options.steps == 0 && options.epochs == 0.0)) {
+      throw Error("convoy: fit needs steps > 0 or epochs > 0 (got steps " +
+                  std::to_string(options.steps) + ", epochs " + std::to_string(options.epochs) +
+                  ")");
+    }
+    if (options.validation && !has_evaluate<Model>) {
+      throw Error(
+          "convoy: FitOptions::validation needs a model with "
+          "'convoy::Metrics evaluate(convoy::Batch const&)'");
+    }
   }
 
   S strategy_;

@@ -154,3 +154,116 @@ TEST_CASE("asynchronous training checkpoints consistent weights and counts globa
                       v.size * sizeof(float)) == 0);
   }
 }
+
+namespace {
+
+// A regression model with only what the Model concept asks: a non-const variables() and
+// forward_backward; no evaluate().
+class Line {
+ public:
+  Line() {
+    w_ = vars_.add("w", {1});
+    b_ = vars_.add("b", {1});
+  }
+  Variables& variables() { return vars_; }
+  float forward_backward(Batch const& batch) {
+    float const w = vars_.value(w_)[0], b = vars_.value(b_)[0];
+    float loss = 0, dw = 0, db = 0;
+    for (std::size_t i = 0; i < batch.rows; ++i) {
+      float const err = w * batch.features[i] + b - batch.targets[i];
+      loss += err * err;
+      dw += 2 * err * batch.features[i];
+      db += 2 * err;
+    }
+    vars_.grad(w_)[0] = dw / float(batch.rows);
+    vars_.grad(b_)[0] = db / float(batch.rows);
+    return loss / float(batch.rows);
+  }
+
+ private:
+  Variables vars_;
+  VariableId w_, b_;
+};
+
+io::Dataset line_data() {
+  io::Dataset d{"line", 1, {}, {}, 1, {}};
+  for (int i = 0; i < 1000; ++i) {
+    float const x = float(i % 100) / 100.0f;
+    d.features.push_back(x);
+    d.targets.push_back(0.1f * x + 0.3f);
+  }
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("a model without evaluate trains through the Trainer, and refuses validation") {
+  using S = Strategy<Line, place::Mirrored, comm::InProcess, sync::Synchronous>;
+  Trainer<S> trainer{S{Line{}, place::Mirrored{.replicas = 2}}, optim::Sgd{0.5f}};
+  auto const data = line_data();
+  trainer.fit(data, {.steps = 300, .batch_size = 100, .log = nullptr});
+  auto const w = trainer.strategy().weights();
+  CHECK(w[0] == doctest::Approx(0.1f).epsilon(0.02));
+  CHECK(w[1] == doctest::Approx(0.3f).epsilon(0.02));
+  CHECK_THROWS_WITH_AS(
+      trainer.fit(data, {.steps = 310, .batch_size = 100, .log = nullptr, .validation = &data}),
+      doctest::Contains("validation needs a model with"), Error);
+}
+
+TEST_CASE("epochs follow the sampler's epoch, synchronous and asynchronous") {
+  auto const small = testing::synthetic_classes(1000, 12, 3);  // 3 whole batches of 300 an epoch
+  auto sync_trainer = make_trainer();
+  CHECK(sync_trainer.fit(small, {.epochs = 1, .batch_size = 300, .log = nullptr}).step == 3);
+  using Async = Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Asynchronous>;
+  Trainer<Async> async_trainer{Async{nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 2}},
+                               optim::Sgd{0.1f}};
+  CHECK(async_trainer.fit(small, {.epochs = 2, .batch_size = 300, .log = nullptr}).global_step ==
+        12);
+}
+
+TEST_CASE("fit refuses options that ask for no training, and data whose parts disagree") {
+  auto trainer = make_trainer();
+  CHECK_THROWS_WITH_AS(trainer.fit(data, {.log = nullptr}),
+                       doctest::Contains("steps > 0 or epochs > 0"), Error);
+  CHECK_THROWS_AS(trainer.fit(data, {.epochs = -1, .log = nullptr}), Error);
+  auto broken = data;
+  broken.labels.pop_back();
+  CHECK_THROWS_WITH_AS(trainer.fit(broken, {.steps = 1, .log = nullptr}),
+                       doctest::Contains("959 labels for 960 rows"), DatasetError);
+}
+
+TEST_CASE("evaluation from a callback of an asynchronous run reads the central weights") {
+  using Async = Strategy<nn::Mlp, place::CentralStorage, comm::InProcess, sync::Asynchronous>;
+  Trainer<Async> trainer{Async{nn::Mlp({12, 16, 3}), place::CentralStorage{.replicas = 2}},
+                         optim::Sgd{0.1f}};
+  double accuracy = 0;
+  Callback probe = [&](StepReport const& r) {
+    if (r.global_step == 200) accuracy = trainer.evaluate(data).accuracy();
+    return true;
+  };
+  trainer.fit(data, {.steps = 200, .batch_size = 96, .log = nullptr, .callbacks = {probe}});
+  CHECK(accuracy > 0.9);
+  CHECK(trainer.evaluate(data).accuracy() == doctest::Approx(accuracy));
+}
+
+TEST_CASE("late-gradient counts survive a checkpoint") {
+  using namespace std::chrono_literals;
+  using S = Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous>;
+  testing::TempDir dir("dropped");
+  Trainer<S> first{S{nn::Mlp({12, 16, 3}),
+                     place::Mirrored{.replicas = 3},
+                     {},
+                     sync::Synchronous{.replicas_to_aggregate = 2}},
+                   optim::Sgd{0.1f}};
+  first.fit(data, {.steps = 30, .batch_size = 96, .log = nullptr, .checkpoint_dir = dir.path});
+  auto const dropped = first.strategy().dropped();
+  Trainer<S> second{S{nn::Mlp({12, 16, 3}),
+                      place::Mirrored{.replicas = 3},
+                      {},
+                      sync::Synchronous{.replicas_to_aggregate = 2}},
+                    optim::Sgd{0.1f}};
+  second.restore(*io::latest_checkpoint(dir.path));
+  CHECK(second.strategy().dropped() == dropped);
+  CHECK(second.strategy().step() == 30);
+  CHECK(second.strategy().global_step() == 60);
+}

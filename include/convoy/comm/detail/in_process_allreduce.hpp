@@ -86,7 +86,8 @@ inline void reduce_apply_broadcast(std::span<float const* const> grads, std::siz
 
 /// Runs `plan` with one thread per replica (the calling thread is replica 0). Blocks until the run
 /// ends; rethrows the first exception a replica raised after every thread has stopped. A replica
-/// that keeps the others waiting longer than `timeout` is named on std::clog.
+/// that keeps the others waiting longer than `timeout` is named on std::clog. The optimizer state
+/// must match the optimizer (Strategy::run checks), so nothing past forward_backward can throw.
 template <class M>
 void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights,
                    std::chrono::milliseconds timeout) {
@@ -99,6 +100,19 @@ void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights,
   for (std::size_t r = 0; r < replicas; ++r) {
     grads[r] = s.replicas[r].variables().grads().data();
     weights[r] = s.replicas[r].variables().weights().data();
+  }
+  // Where each thread's chunk goes: the central copy, or its own replica's weights first (the
+  // optimizer updates those in place) and then every other replica's.
+  std::vector<std::vector<float*>> destinations(replicas);
+  for (std::size_t r = 0; r < replicas; ++r) {
+    if (shared_weights) {
+      destinations[r].push_back(s.central.data());
+      continue;
+    }
+    destinations[r].push_back(weights[r]);
+    for (std::size_t u = 0; u < replicas; ++u) {
+      if (u != r) destinations[r].push_back(weights[u]);
+    }
   }
   std::vector<float> losses(replicas);
   std::vector<double> seconds(replicas);
@@ -117,14 +131,13 @@ void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights,
     for (auto& local : s.local_steps) ++local;
     float loss = 0.0f;
     for (float l : losses) loss += l;
-    StepReport const report{s.step,
-                            s.global_step,
-                            s.local_steps[0],
-                            0,
-                            loss / static_cast<float>(replicas),
-                            seconds[0],
-                            s.dropped,
-                            0};
+    StepReport const report{.step = s.step,
+                            .global_step = s.global_step,
+                            .local_step = s.local_steps[0],
+                            .replica = 0,
+                            .loss = loss / static_cast<float>(replicas),
+                            .seconds = seconds[0],
+                            .dropped = s.dropped};
     try {
       if (plan.after_step && !plan.after_step(report)) stop = true;
     } catch (...) {
@@ -134,20 +147,8 @@ void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights,
     if (s.step >= plan.until) stop = true;
   };
   auto replica_loop = [&](std::size_t r) {
-    math::OneThreadPerReplica const one_thread;
     auto& model = s.replicas[r];
     auto [begin, end] = chunk_bounds(n, replicas, r);
-    // Where this thread's chunk goes: the central copy, or this replica's weights first and then
-    // every other replica's.
-    std::vector<float*> destinations;
-    if (shared_weights) {
-      destinations.push_back(s.central.data());
-    } else {
-      destinations.push_back(weights[r]);
-      for (std::size_t u = 0; u < replicas; ++u) {
-        if (u != r) destinations.push_back(weights[u]);
-      }
-    }
     for (;;) {
       try {
         Batch const batch = plan.batch(r, s.local_steps[r]);
@@ -161,20 +162,13 @@ void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights,
       }
       barrier.arrive_and_wait(r, after_gradients);
       if (stop) return;
-      reduce_apply_broadcast(grads, begin, end, destinations, n, s.optimizer, s.slots,
+      reduce_apply_broadcast(grads, begin, end, destinations[r], n, s.optimizer, s.slots,
                              s.slots.updates + 1);
       barrier.arrive_and_wait(r, after_update);
       if (stop) return;
     }
   };
-
-  {
-    math::OneThreadPerReplica const
-        caller;  // outlives every replica thread: BLAS stays at one thread
-    std::vector<std::jthread> threads;
-    for (std::size_t r = 1; r < replicas; ++r) threads.emplace_back(replica_loop, r);
-    replica_loop(0);
-  }
+  run_on_replica_threads(replicas, replica_loop);
   error.rethrow();
 }
 
@@ -194,10 +188,13 @@ void run_single(ReplicaState<M>& s, RunPlan const& plan) {
     ++s.step;
     ++s.global_step;
     ++s.local_steps[0];
-    if (plan.after_step && !plan.after_step(StepReport{s.step, s.global_step, s.local_steps[0], 0,
-                                                       loss, seconds, s.dropped, 0})) {
-      return;
-    }
+    StepReport const report{.step = s.step,
+                            .global_step = s.global_step,
+                            .local_step = s.local_steps[0],
+                            .loss = loss,
+                            .seconds = seconds,
+                            .dropped = s.dropped};
+    if (plan.after_step && !plan.after_step(report)) return;
   }
 }
 

@@ -28,6 +28,11 @@ struct SharedMode {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
 
+/// Runs `plan` with one thread per replica (the calling thread is replica 0) under `mode`. Blocks
+/// until the run ends; rethrows the first exception a replica raised, or a TimeoutError naming the
+/// replicas a wait was for, once every thread has stopped (a replica stuck inside user code is
+/// waited for: a thread cannot be interrupted). after_step runs under the lock while other replicas
+/// compute on their own copies of the weights.
 template <class M>
 void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
   using Kind = SharedMode::Kind;
@@ -58,14 +63,14 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
       stop = true;
     }
   };
-  auto fail = [&](std::unique_lock<std::mutex>&) {
-    error.capture();
+  // Called with the mutex held.
+  auto fail = [&](std::exception_ptr what) {
+    error.capture(std::move(what));
     stop = true;
     changed.notify_all();
   };
 
   auto replica_loop = [&](std::size_t r) {
-    math::OneThreadPerReplica const one_thread;
     auto& vars = s.replicas[r].variables();
     for (;;) {
       std::int64_t tag = 0, lead = 0;
@@ -81,15 +86,11 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
           if (stop) break;
           if (!ok) {
             auto slowest = std::min_element(clocks.begin(), clocks.end()) - clocks.begin();
-            try {
-              throw TimeoutError("convoy: replica " + std::to_string(r) + " waited " +
-                                 std::to_string(mode.timeout.count()) + " ms for replica " +
-                                 std::to_string(slowest) + " (clock " +
-                                 std::to_string(clocks[slowest]) + ") under BoundedStaleness<" +
-                                 std::to_string(mode.staleness) + ">");
-            } catch (...) {
-              fail(lock);
-            }
+            fail(std::make_exception_ptr(TimeoutError(
+                "convoy: replica " + std::to_string(r) + " waited " +
+                std::to_string(mode.timeout.count()) + " ms for replica " +
+                std::to_string(slowest) + " (clock " + std::to_string(clocks[slowest]) +
+                ") under BoundedStaleness<" + std::to_string(mode.staleness) + ">")));
             break;
           }
           if (finished()) break;  // others may have used up the steps while this one waited
@@ -108,8 +109,8 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
         loss = static_cast<float>(s.replicas[r].forward_backward(batch));
         seconds = std::chrono::duration<double>(clock::now() - start).count();
       } catch (...) {
-        std::unique_lock lock(mutex);
-        fail(lock);
+        std::lock_guard lock(mutex);
+        fail(std::current_exception());
         break;
       }
 
@@ -122,8 +123,14 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
         ++s.step;
         ++s.global_step;
         ++clocks[r];
-        report(
-            StepReport{s.step, s.global_step, s.local_steps[r], r, loss, seconds, s.dropped, lead});
+        report({.step = s.step,
+                .global_step = s.global_step,
+                .local_step = s.local_steps[r],
+                .replica = r,
+                .loss = loss,
+                .seconds = seconds,
+                .dropped = s.dropped,
+                .lead = lead});
         changed.notify_all();
         continue;
       }
@@ -145,8 +152,13 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
         ++s.slots.updates;
         ++s.step;
         s.global_step += static_cast<std::int64_t>(contributions);
-        report(StepReport{s.step, s.global_step, s.local_steps[r], r, loss_sum * scale, seconds,
-                          s.dropped, 0});
+        report({.step = s.step,
+                .global_step = s.global_step,
+                .local_step = s.local_steps[r],
+                .replica = r,
+                .loss = loss_sum * scale,
+                .seconds = seconds,
+                .dropped = s.dropped});
         contributions = 0;
         loss_sum = 0.0f;
         std::fill(delivered.begin(), delivered.end(), 0);
@@ -158,15 +170,11 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
         for (std::size_t u = 0; u < replicas; ++u) {
           if (!delivered[u]) missing += (missing.empty() ? "" : ", ") + std::to_string(u);
         }
-        try {
-          throw TimeoutError("convoy: synchronous step " + std::to_string(tag + 1) + " waited " +
-                             std::to_string(mode.timeout.count()) + " ms for " +
-                             std::to_string(mode.to_aggregate) + " gradients and has " +
-                             std::to_string(contributions) + "; replicas " + missing +
-                             " have not delivered");
-        } catch (...) {
-          fail(lock);
-        }
+        fail(std::make_exception_ptr(TimeoutError(
+            "convoy: synchronous step " + std::to_string(tag + 1) + " waited " +
+            std::to_string(mode.timeout.count()) + " ms for " + std::to_string(mode.to_aggregate) +
+            " gradients and has " + std::to_string(contributions) + "; replicas " + missing +
+            " have not delivered")));
         break;
       }
     }
@@ -175,13 +183,7 @@ void run_shared(ReplicaState<M>& s, RunPlan const& plan, SharedMode mode) {
     changed.notify_all();
   };
 
-  {
-    math::OneThreadPerReplica const
-        caller;  // outlives every replica thread: BLAS stays at one thread
-    std::vector<std::jthread> threads;
-    for (std::size_t r = 1; r < replicas; ++r) threads.emplace_back(replica_loop, r);
-    replica_loop(0);
-  }
+  run_on_replica_threads(replicas, replica_loop);
   error.rethrow();
 }
 

@@ -14,11 +14,15 @@
 #include <string>
 #include <thread>
 #include <vector>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 namespace convoy::comm::detail {
 
 class StepBarrier {
  public:
+  /// `timeout` must be positive (Strategy checks the policies' timeouts).
   StepBarrier(std::size_t parties, std::chrono::milliseconds timeout)
       : parties_(parties), timeout_(timeout), arrivals_(parties) {}
 
@@ -40,8 +44,11 @@ class StepBarrier {
     }
     for (int spin = 0; spin < spin_limit; ++spin) {
       if (generation_.load(std::memory_order_acquire) != generation) return;
-      if (spin >= spin_limit / 2)
+      if (spin < spin_limit / 2) {
+        pause();
+      } else {
         std::this_thread::yield();  // oversubscribed cores: let the others run
+      }
     }
     std::unique_lock lock(mutex_);
     auto const started = std::chrono::steady_clock::now();
@@ -50,19 +57,26 @@ class StepBarrier {
     })) {
       std::string missing;
       for (std::size_t p = 0; p < parties_; ++p) {
-        if (arrivals_[p].load(std::memory_order_relaxed) != generation + 1)
+        if (arrivals_[p].load(std::memory_order_relaxed) != generation + 1) {
           missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+        }
       }
-      auto const waited = std::chrono::duration_cast<std::chrono::seconds>(
-          std::chrono::steady_clock::now() - started);
-      std::clog << "convoy: replica " << party << " has waited " << waited.count()
-                << " s for replica(s) " << missing
-                << " at a synchronous step; still waiting (an in-process replica cannot be "
-                   "interrupted)\n";
+      auto const waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started);
+      std::clog << "convoy: replica " << party << " has waited " << waited.count() << " s "
+                << (missing.empty() ? std::string("for the end of a step (after_step: logging, "
+                                                  "evaluation or a checkpoint)")
+                                    : "for replica(s) " + missing + " at a synchronous step")
+                << "; still waiting (an in-process replica cannot be interrupted)\n";
     }
   }
 
  private:
+  static void pause() {
+#if defined(__SSE2__)
+    _mm_pause();  // tells the core this is a spin, which frees resources for a sibling thread
+#endif
+  }
+
   static constexpr int spin_limit = 20000;
   std::size_t const parties_;
   std::chrono::milliseconds const timeout_;
