@@ -38,11 +38,7 @@ std::ostream& operator<<(std::ostream& out, Weights const& weights) {
 
 int main(int argc, char** argv) {
   int iterations = 201, replicas = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string const arg = argv[i];
-    if (arg == "--iterations") iterations = std::stoi(argv[i + 1]);
-    if (arg == "--replicas") replicas = std::stoi(argv[i + 1]);
-  }
+  examples::parse_options(argc, argv, iterations, replicas);
 
   std::vector<examples::LinearModel> models(static_cast<std::size_t>(replicas));
   std::vector<convoy::io::Dataset> data;

@@ -21,11 +21,7 @@
 
 int main(int argc, char** argv) {
   int iterations = 201, replicas = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string const arg = argv[i];
-    if (arg == "--iterations") iterations = std::stoi(argv[i + 1]);
-    if (arg == "--replicas") replicas = std::stoi(argv[i + 1]);
-  }
+  examples::parse_options(argc, argv, iterations, replicas);
 
   examples::LinearModel driver;  // holds the weights the driver updates
   std::vector<examples::LinearModel> models(static_cast<std::size_t>(replicas));

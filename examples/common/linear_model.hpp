@@ -58,4 +58,13 @@ inline convoy::io::Dataset fake_xy_data(std::size_t rows, std::uint64_t seed) {
   return data;
 }
 
+/// Reads "--iterations N" and "--replicas N" (the only options of examples 00 and 01).
+inline void parse_options(int argc, char** argv, int& iterations, int& replicas) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string const arg = argv[i];
+    if (arg == "--iterations") iterations = std::stoi(argv[i + 1]);
+    if (arg == "--replicas") replicas = std::stoi(argv[i + 1]);
+  }
+}
+
 }  // namespace examples

@@ -2,11 +2,10 @@
 // gradients against it (tf.distribute's CentralStorageStrategy). Only for one machine.
 #pragma once
 
-#include <algorithm>
 #include <string_view>
-#include <thread>
 
 #include "../core/concepts.hpp"
+#include "host_threads.hpp"
 
 namespace convoy::place {
 
@@ -17,10 +16,7 @@ struct CentralStorage {
   int replicas = 0;                             ///< 0: one per hardware thread
   bool log_placement = false;
 
-  int replica_count() const {
-    return replicas > 0 ? replicas
-                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
+  int replica_count() const { return detail::replicas_or_one_per_core(replicas); }
   friend bool operator==(CentralStorage const&, CentralStorage const&) = default;
 };
 static_assert(placement_policy<CentralStorage>);
