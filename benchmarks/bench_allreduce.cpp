@@ -91,12 +91,11 @@ int main(int argc, char** argv) {
     optim::Optimizer const sgd = optim::Sgd{1e-3f};
     auto slots = sgd.make_state(floats);
 
-    std::vector<std::vector<float*>> destinations(replicas);
+    std::vector<float*> weight_ptrs;
+    for (auto& w : weights) weight_ptrs.push_back(w.data());
+    std::vector<std::vector<float*>> destinations;
     for (std::size_t t = 0; t < replicas; ++t) {
-      destinations[t].push_back(weights[t].data());
-      for (std::size_t u = 0; u < replicas; ++u) {
-        if (u != t) destinations[t].push_back(weights[u].data());
-      }
+      destinations.push_back(comm::detail::mirrored_destinations(weight_ptrs, t));
     }
     auto const [copy, exchange] = median_seconds(
         replicas, iterations,

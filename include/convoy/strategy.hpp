@@ -137,13 +137,17 @@ class Strategy {
       bool& running;
       ~Done() { running = false; }
     } const done{running_};
-    if (replicas() == 1 && lock_step()) {
-      comm::detail::run_single(state_, plan);
-    } else if (lock_step()) {
-      comm::detail::run_allreduce(state_, plan, Placement::shared_weights, step_timeout());
-    } else {
-      comm::detail::run_shared(state_, plan, shared_mode());
+    if constexpr (std::same_as<Sync, sync::Synchronous>) {
+      if (replicas() == 1 && lock_step()) {
+        comm::detail::run_single(state_, plan);
+        return;
+      }
+      if (lock_step()) {
+        comm::detail::run_allreduce(state_, plan, Placement::shared_weights, sync_.timeout);
+        return;
+      }
     }
+    comm::detail::run_shared(state_, plan, shared_mode());
   }
 
   /// True when every replica takes every step together (one replica, or Synchronous aggregating
@@ -302,14 +306,6 @@ class Strategy {
                   std::string(state_.optimizer.name()) + " and the model's " +
                   std::to_string(layout().element_count()) +
                   " weights; set it with set_optimizer()");
-    }
-  }
-
-  std::chrono::milliseconds step_timeout() const {
-    if constexpr (std::same_as<Sync, sync::Synchronous>) {
-      return sync_.timeout;
-    } else {
-      return std::chrono::minutes(5);  // lock-step runs are Synchronous; this is never used
     }
   }
 

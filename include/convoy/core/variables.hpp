@@ -154,28 +154,80 @@ class Variables {
   std::mt19937_64& rng() { return rng_; }
 
   /// Every variable as a name -> tensor map (the Ray text's get_weights()).
-  std::map<std::string, Tensor> get_weights() const {
+  std::map<std::string, Tensor> get_weights() const { return named(weights()); }
+
+  /// Sets every variable by name. Checks everything first and throws one LoadError that lists every
+  /// unknown, missing and mis-shaped name; on error nothing is changed.
+  void set_weights(std::map<std::string, Tensor> const& named_tensors) {
+    check_names(named_tensors, "set_weights");
+    assign_named(named_tensors, weights());
+  }
+
+  /// `arena` (laid out like the weights: a central copy, an optimizer slot) as tensors keyed by
+  /// each variable's name followed by `suffix`.
+  std::map<std::string, Tensor> named(std::span<float const> arena,
+                                      std::string_view suffix = {}) const {
     std::map<std::string, Tensor> out;
     for (auto const& v : list_) {
-      auto src = weights().subspan(v.offset, v.size);
-      out.emplace(v.name, Tensor{v.shape, std::vector<float>(src.begin(), src.end())});
+      auto const src = arena.subspan(v.offset, v.size);
+      out.emplace(v.name + std::string(suffix),
+                  Tensor{v.shape, std::vector<float>(src.begin(), src.end())});
     }
     return out;
   }
 
-  /// Sets every variable by name. Checks everything first and throws one LoadError that lists every
-  /// unknown, missing and mis-shaped name; on error nothing is changed.
-  void set_weights(std::map<std::string, Tensor> const& named) {
-    check_names(named, "set_weights");
-    for (auto const& [name, tensor] : named) {
-      auto const& v = list_[by_name_.at(name)];
-      std::copy(tensor.data.begin(), tensor.data.end(),
-                weights().begin() + static_cast<std::ptrdiff_t>(v.offset));
+  /// The inverse of named(): copies each variable's tensor (key: name + `suffix`) into its place in
+  /// `arena`. Call check_names() first; this assumes every key is there with its shape.
+  void assign_named(std::map<std::string, Tensor> const& named_tensors, std::span<float> arena,
+                    std::string_view suffix = {}) const {
+    for (auto const& v : list_) {
+      auto const& t = named_tensors.at(v.name + std::string(suffix));
+      std::copy(t.data.begin(), t.data.end(),
+                arena.begin() + static_cast<std::ptrdiff_t>(v.offset));
     }
   }
 
-  /// The check behind set_weights and every loader: `named` maps names to something with a
-  /// `shape` member. `what` says who is loading, for the message.
+  /// The check behind set_weights, every loader and the optimizer's slots: `named` maps keys to
+  /// something with a `shape` member, and must hold exactly one key per variable and suffix (name +
+  /// suffix) with the variable's shape. Throws one LoadError naming every unknown, missing and
+  /// mis-shaped key; `what` says who is loading, for the message.
+  template <class Map>
+  void check_names(Map const& named, std::string_view what,
+                   std::span<std::string const> suffixes = no_suffix()) const {
+    std::map<std::string, Shape const*> expected;
+    for (auto const& suffix : suffixes) {
+      for (auto const& v : list_) expected.emplace(v.name + suffix, &v.shape);
+    }
+    std::string unknown, missing, misshaped;
+    auto append = [](std::string& list, std::string const& item) {
+      list += (list.empty() ? "" : ", ") + item;
+    };
+    for (auto const& [name, value] : named) {
+      auto it = expected.find(name);
+      if (it == expected.end()) {
+        append(unknown, "'" + name + "'");
+      } else if (value.shape != *it->second || !holds_its_shape(value)) {
+        append(misshaped, "'" + name + "' is " + to_string(value.shape) + ", expected " +
+                              to_string(*it->second));
+      }
+    }
+    for (auto const& [name, shape] : expected) {
+      if (!named.contains(name)) append(missing, "'" + name + "'");
+    }
+    if (unknown.empty() && missing.empty() && misshaped.empty()) return;
+    std::string message = "convoy: " + std::string(what) + " does not match the model's variables";
+    if (!unknown.empty()) message += "; unknown: " + unknown;
+    if (!missing.empty()) message += "; missing: " + missing;
+    if (!misshaped.empty()) message += "; mis-shaped: " + misshaped;
+    throw LoadError(message);
+  }
+
+ private:
+  static std::span<std::string const> no_suffix() {
+    static std::string const empty[1] = {""};
+    return empty;
+  }
+
   // A Tensor's fields are public, so its data may disagree with its shape; other records are
   // checked by their readers.
   template <class T>
@@ -187,33 +239,6 @@ class Variables {
     }
   }
 
-  template <class Map>
-  void check_names(Map const& named, std::string_view what) const {
-    std::string unknown, missing, misshaped;
-    auto append = [](std::string& list, std::string const& item) {
-      list += (list.empty() ? "" : ", ") + item;
-    };
-    for (auto const& [name, value] : named) {
-      auto it = by_name_.find(name);
-      if (it == by_name_.end()) {
-        append(unknown, "'" + name + "'");
-      } else if (value.shape != list_[it->second].shape || !holds_its_shape(value)) {
-        append(misshaped, "'" + name + "' is " + to_string(value.shape) + ", expected " +
-                              to_string(list_[it->second].shape));
-      }
-    }
-    for (auto const& v : list_) {
-      if (!named.contains(v.name)) append(missing, "'" + v.name + "'");
-    }
-    if (unknown.empty() && missing.empty() && misshaped.empty()) return;
-    std::string message = "convoy: " + std::string(what) + " does not match the model's variables";
-    if (!unknown.empty()) message += "; unknown: " + unknown;
-    if (!missing.empty()) message += "; missing: " + missing;
-    if (!misshaped.empty()) message += "; mis-shaped: " + misshaped;
-    throw LoadError(message);
-  }
-
- private:
   std::string scope_;
   std::vector<Variable> list_;
   std::unordered_map<std::string, std::size_t> by_name_;

@@ -61,9 +61,8 @@ class Sampler {
   /// passes each replica's own step count, so every replica still walks its own slice of the data.
   /// Throws DatasetError for a replica, step or dataset this sampler was not made for.
   Batch fill(Dataset const& data, std::size_t replica, std::int64_t step, BatchBuffer& buf) const {
-    if (replica >= replicas_ || step < 0 || data.rows() != rows_ ||
-        (!data.labels.empty() && data.labels.size() != rows_) ||
-        (!data.targets.empty() && data.targets.size() != rows_ * data.target_cols)) {
+    check(data);  // sizes only: labels and targets cover every row
+    if (replica >= replicas_ || step < 0 || data.rows() != rows_) {
       throw DatasetError("convoy: sampler for " + std::to_string(rows_) + " rows and " +
                          std::to_string(replicas_) + " replicas asked for replica " +
                          std::to_string(replica) + ", step " + std::to_string(step) + " of '" +

@@ -74,56 +74,34 @@ class Optimizer {
   Any any_;
 };
 
+/// "/<slot>", the key suffix of a slot's tensors. (Appended, not `"/" + name`: GCC 12 warns falsely
+/// about that expression, its bug 105329.)
+inline std::string slot_suffix(std::string_view slot) {
+  std::string suffix = "/";
+  suffix += slot;
+  return suffix;
+}
+
 /// The state's slots by name: "<variable>/<slot>" -> tensor shaped like the variable.
 inline std::map<std::string, Tensor> named_slots(Optimizer const& opt, OptimizerState const& state,
                                                  Variables const& vars) {
   std::map<std::string, Tensor> out;
   auto names = opt.slot_names();
   for (std::size_t s = 0; s < names.size(); ++s) {
-    for (auto const& v : vars.list()) {
-      auto const* src = state.slots[s].data() + v.offset;
-      out.emplace(v.name + "/" + std::string(names[s]),
-                  Tensor{v.shape, std::vector<float>(src, src + v.size)});
-    }
+    out.merge(vars.named(state.slots[s], slot_suffix(names[s])));
   }
   return out;
 }
 
 /// Restores slots saved by named_slots(). Throws LoadError listing unknown, missing and mis-shaped
-/// names; on error `state` is unchanged.
+/// names (and which optimizer was loading); on error `state` is unchanged.
 inline void set_named_slots(Optimizer const& opt, OptimizerState& state, Variables const& vars,
                             std::map<std::string, Tensor> const& named) {
-  auto names = opt.slot_names();
-  std::string problems;
-  auto note = [&](std::string const& item) { problems += (problems.empty() ? "" : ", ") + item; };
-  std::map<std::string, Shape> expected;
-  for (std::size_t s = 0; s < names.size(); ++s) {
-    for (auto const& v : vars.list())
-      expected.emplace(v.name + "/" + std::string(names[s]), v.shape);
-  }
-  for (auto const& [key, tensor] : named) {
-    auto it = expected.find(key);
-    if (it == expected.end()) {
-      note("unknown '" + key + "'");
-    } else if (tensor.shape != it->second || tensor.data.size() != element_count(it->second)) {
-      note("'" + key + "' is " + to_string(tensor.shape) + " with " +
-           std::to_string(tensor.data.size()) + " values, expected " + to_string(it->second));
-    }
-  }
-  for (auto const& [key, shape] : expected) {
-    if (!named.contains(key)) note("missing '" + key + "'");
-  }
-  if (!problems.empty() && named.size() != expected.size()) {
-    problems += " (saved by another optimizer than " + std::string(opt.name()) + "?)";
-  }
-  if (!problems.empty()) throw LoadError("convoy: optimizer state does not match: " + problems);
-  for (std::size_t s = 0; s < names.size(); ++s) {
-    for (auto const& v : vars.list()) {
-      auto const& t = named.at(v.name + "/" + std::string(names[s]));
-      std::copy(t.data.begin(), t.data.end(),
-                state.slots[s].begin() + static_cast<std::ptrdiff_t>(v.offset));
-    }
-  }
+  std::vector<std::string> suffixes;
+  for (auto name : opt.slot_names()) suffixes.push_back(slot_suffix(name));
+  vars.check_names(named, "optimizer state for " + std::string(opt.name()), suffixes);
+  for (std::size_t s = 0; s < suffixes.size(); ++s)
+    vars.assign_named(named, state.slots[s], suffixes[s]);
 }
 
 }  // namespace convoy::optim

@@ -184,13 +184,7 @@ class Trainer {
   std::filesystem::path save_checkpoint(std::filesystem::path const& dir, std::uint64_t data_seed) {
     auto& vars = layout();
     io::Checkpoint ck;
-    auto const weights = strategy_.weights();
-    for (auto const& v : vars.list()) {
-      auto const first = weights.begin() + static_cast<std::ptrdiff_t>(v.offset);
-      ck.weights.emplace(
-          v.name,
-          Tensor{v.shape, std::vector<float>(first, first + static_cast<std::ptrdiff_t>(v.size))});
-    }
+    ck.weights = vars.named(strategy_.weights());
     ck.optimizer = std::string(strategy_.optimizer().name());
     ck.slots = optim::named_slots(strategy_.optimizer(), strategy_.optimizer_state(), vars);
     ck.optimizer_updates = strategy_.optimizer_state().updates;
@@ -220,10 +214,7 @@ class Trainer {
     vars.check_names(ck.weights, "checkpoint '" + file.string() + "'");
     optim::set_named_slots(strategy_.optimizer(), strategy_.optimizer_state(), vars, ck.slots);
     std::vector<float> flat(vars.element_count());
-    for (auto const& v : vars.list()) {
-      auto const& t = ck.weights.at(v.name);
-      std::copy(t.data.begin(), t.data.end(), flat.begin() + static_cast<std::ptrdiff_t>(v.offset));
-    }
+    vars.assign_named(ck.weights, flat);
     strategy_.assign_weights(flat);
     strategy_.optimizer_state().updates = ck.optimizer_updates;
     strategy_.set_counters(ck.step, ck.global_step, ck.dropped, ck.replica_steps);

@@ -15,6 +15,8 @@
 #include <synthetic.hpp>
 #include <temp_dir.hpp>
 
+#include "../../../examples/common/linear_model.hpp"
+
 using namespace convoy;
 
 namespace {
@@ -155,52 +157,12 @@ TEST_CASE("asynchronous training checkpoints consistent weights and counts globa
   }
 }
 
-namespace {
-
-// A regression model with only what the Model concept asks: a non-const variables() and
-// forward_backward; no evaluate().
-class Line {
- public:
-  Line() {
-    w_ = vars_.add("w", {1});
-    b_ = vars_.add("b", {1});
-  }
-  Variables& variables() { return vars_; }
-  float forward_backward(Batch const& batch) {
-    float const w = vars_.value(w_)[0], b = vars_.value(b_)[0];
-    float loss = 0, dw = 0, db = 0;
-    for (std::size_t i = 0; i < batch.rows; ++i) {
-      float const err = w * batch.features[i] + b - batch.targets[i];
-      loss += err * err;
-      dw += 2 * err * batch.features[i];
-      db += 2 * err;
-    }
-    vars_.grad(w_)[0] = dw / float(batch.rows);
-    vars_.grad(b_)[0] = db / float(batch.rows);
-    return loss / float(batch.rows);
-  }
-
- private:
-  Variables vars_;
-  VariableId w_, b_;
-};
-
-io::Dataset line_data() {
-  io::Dataset d{"line", 1, {}, {}, 1, {}};
-  for (int i = 0; i < 1000; ++i) {
-    float const x = float(i % 100) / 100.0f;
-    d.features.push_back(x);
-    d.targets.push_back(0.1f * x + 0.3f);
-  }
-  return d;
-}
-
-}  // namespace
-
 TEST_CASE("a model without evaluate trains through the Trainer, and refuses validation") {
-  using S = Strategy<Line, place::Mirrored, comm::InProcess, sync::Synchronous>;
-  Trainer<S> trainer{S{Line{}, place::Mirrored{.replicas = 2}}, optim::Sgd{0.5f}};
-  auto const data = line_data();
+  // examples::LinearModel has only what the Model concept asks: a non-const variables() and
+  // forward_backward; no evaluate().
+  using S = Strategy<examples::LinearModel, place::Mirrored, comm::InProcess, sync::Synchronous>;
+  Trainer<S> trainer{S{examples::LinearModel{}, place::Mirrored{.replicas = 2}}, optim::Sgd{0.5f}};
+  auto const data = examples::fake_xy_data(1000, 3);
   trainer.fit(data, {.steps = 300, .batch_size = 100, .log = nullptr});
   auto const w = trainer.strategy().weights();
   CHECK(w[0] == doctest::Approx(0.1f).epsilon(0.02));

@@ -84,6 +84,17 @@ inline void reduce_apply_broadcast(std::span<float const* const> grads, std::siz
 #endif
 }
 
+/// Where thread `owner`'s chunk goes when every replica keeps its own weights: its own replica's
+/// arena first (the optimizer updates that one in place), then every other replica's.
+inline std::vector<float*> mirrored_destinations(std::span<float* const> weights,
+                                                 std::size_t owner) {
+  std::vector<float*> out{weights[owner]};
+  for (std::size_t u = 0; u < weights.size(); ++u) {
+    if (u != owner) out.push_back(weights[u]);
+  }
+  return out;
+}
+
 /// Runs `plan` with one thread per replica (the calling thread is replica 0). Blocks until the run
 /// ends; rethrows the first exception a replica raised after every thread has stopped. A replica
 /// that keeps the others waiting longer than `timeout` is named on std::clog. The optimizer state
@@ -101,18 +112,11 @@ void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights,
     grads[r] = s.replicas[r].variables().grads().data();
     weights[r] = s.replicas[r].variables().weights().data();
   }
-  // Where each thread's chunk goes: the central copy, or its own replica's weights first (the
-  // optimizer updates those in place) and then every other replica's.
+  // Where each thread's chunk goes: the central copy, or every replica's weights.
   std::vector<std::vector<float*>> destinations(replicas);
   for (std::size_t r = 0; r < replicas; ++r) {
-    if (shared_weights) {
-      destinations[r].push_back(s.central.data());
-      continue;
-    }
-    destinations[r].push_back(weights[r]);
-    for (std::size_t u = 0; u < replicas; ++u) {
-      if (u != r) destinations[r].push_back(weights[u]);
-    }
+    destinations[r] =
+        shared_weights ? std::vector<float*>{s.central.data()} : mirrored_destinations(weights, r);
   }
   std::vector<float> losses(replicas);
   std::vector<double> seconds(replicas);
