@@ -27,57 +27,53 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../core/snapshot.hpp"
 #include "../core/tensor.hpp"
 #include "weights.hpp"
 
 namespace convoy::io {
 
-/// The state of a run at one step. `rng_state` is opaque text (Strategy::generator_state(): each
-/// replica's std::mt19937_64, or empty); `replica_steps` holds each replica's own step
-/// (asynchronous training lets them differ).
+/// The state of a run at one global step: the strategy's Snapshot and the sampler's seed, so the
+/// data order resumes unchanged.
 struct Checkpoint {
-  std::map<std::string, Tensor> weights;
-  std::string optimizer;                ///< Optimizer::name(), to refuse slots of another one
-  std::map<std::string, Tensor> slots;  ///< named_slots(): "<variable>/<slot>"
-  std::int64_t optimizer_updates = 0;   ///< OptimizerState::updates (Adam's bias correction)
-  std::int64_t step = 0;                ///< this process's completed steps; names the file
-  std::int64_t global_step = 0;         ///< gradients applied, over all replicas
-  std::int64_t dropped = 0;             ///< late gradients dropped (replicas_to_aggregate)
-  std::vector<std::int64_t> replica_steps;
-  std::uint64_t data_seed = 0;  ///< the sampler's seed, so the data order resumes unchanged
-  std::string rng_state;
+  Snapshot state;
+  std::uint64_t data_seed = 0;
 };
 
 /// cereal save for Checkpoint; the maps go as NamedTensor records, as in weights files.
 template <class Archive>
 void save(Archive& ar, Checkpoint const& c) {
-  detail::save_records(ar, "weights", detail::record_views(c.weights));
-  ar(cereal::make_nvp("optimizer", c.optimizer));
-  detail::save_records(ar, "slots", detail::record_views(c.slots));
-  ar(cereal::make_nvp("optimizer_updates", c.optimizer_updates), cereal::make_nvp("step", c.step),
-     cereal::make_nvp("global_step", c.global_step), cereal::make_nvp("dropped", c.dropped),
-     cereal::make_nvp("replica_steps", c.replica_steps), cereal::make_nvp("data_seed", c.data_seed),
-     cereal::make_nvp("rng_state", c.rng_state));
+  auto const& s = c.state;
+  detail::save_records(ar, "weights", detail::record_views(s.weights));
+  ar(cereal::make_nvp("optimizer", s.optimizer));
+  detail::save_records(ar, "slots", detail::record_views(s.slots));
+  ar(cereal::make_nvp("optimizer_updates", s.optimizer_updates),
+     cereal::make_nvp("global_step", s.counters.global_step),
+     cereal::make_nvp("applied", s.counters.applied), cereal::make_nvp("dropped", s.counters.dropped),
+     cereal::make_nvp("local_steps", s.counters.local_steps),
+     cereal::make_nvp("generators", s.generators), cereal::make_nvp("data_seed", c.data_seed));
 }
 
 /// cereal load for Checkpoint. Throws cereal::Exception on unparsable bytes and LoadError on a
 /// bad record; never allocates more than the bytes present (plus a few MiB) in a binary archive.
 template <class Archive>
 void load(Archive& ar, Checkpoint& c) {
-  detail::load_records(ar, "weights", c.weights);
-  detail::load_field(ar, "optimizer", c.optimizer);
-  detail::load_records(ar, "slots", c.slots);
-  ar(cereal::make_nvp("optimizer_updates", c.optimizer_updates), cereal::make_nvp("step", c.step),
-     cereal::make_nvp("global_step", c.global_step), cereal::make_nvp("dropped", c.dropped));
-  detail::load_field(ar, "replica_steps", c.replica_steps);
+  auto& s = c.state;
+  detail::load_records(ar, "weights", s.weights);
+  detail::load_field(ar, "optimizer", s.optimizer);
+  detail::load_records(ar, "slots", s.slots);
+  ar(cereal::make_nvp("optimizer_updates", s.optimizer_updates),
+     cereal::make_nvp("global_step", s.counters.global_step),
+     cereal::make_nvp("applied", s.counters.applied), cereal::make_nvp("dropped", s.counters.dropped));
+  detail::load_field(ar, "local_steps", s.counters.local_steps);
+  ar(cereal::make_nvp("generators", s.generators));
   ar(cereal::make_nvp("data_seed", c.data_seed));
-  detail::load_field(ar, "rng_state", c.rng_state);
 }
 
 namespace detail {
 
 inline constexpr std::string_view checkpoint_magic = "CONVOYCK";
-inline constexpr std::uint32_t checkpoint_version = 1;
+inline constexpr std::uint32_t checkpoint_version = 2;
 // magic, version (uint32), payload length (uint64), CRC-32 of the payload (uint32)
 inline constexpr std::size_t checkpoint_header_size = 8 + 4 + 8 + 4;
 inline constexpr std::string_view checkpoint_prefix = "checkpoint-";
@@ -202,10 +198,10 @@ inline std::string checkpoint_file_name(std::int64_t step) {
 /// convoy::Error naming the path and the system's reason when the file cannot be written.
 inline std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
                                              Checkpoint const& checkpoint, std::size_t keep = 3) {
-  if (checkpoint.step < 0) {
-    throw CheckpointError("convoy: cannot save a checkpoint of step " +
-                          std::to_string(checkpoint.step) + " to '" + dir.string() +
-                          "'; steps start at 0");
+  std::int64_t const step = checkpoint.state.counters.global_step;
+  if (step < 0) {
+    throw CheckpointError("convoy: cannot save a checkpoint of step " + std::to_string(step) +
+                          " to '" + dir.string() + "'; steps start at 0");
   }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -213,7 +209,7 @@ inline std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
     throw CheckpointError("convoy: cannot create checkpoint directory '" + dir.string() +
                           "': " + ec.message());
   }
-  auto const file = dir / checkpoint_file_name(checkpoint.step);
+  auto const file = dir / checkpoint_file_name(step);
   detail::write_atomically(file, [&](std::ostream& out) {
     // The header's length and CRC are known only after the payload: reserve its place, stream the
     // payload through the checksum, then come back and fill it in.

@@ -184,16 +184,18 @@ class Trainer {
   std::filesystem::path save_checkpoint(std::filesystem::path const& dir, std::uint64_t data_seed) {
     auto& vars = layout();
     io::Checkpoint ck;
-    ck.weights = vars.named(strategy_.weights());
-    ck.optimizer = std::string(strategy_.optimizer().name());
-    ck.slots = optim::named_slots(strategy_.optimizer(), strategy_.optimizer_state(), vars);
-    ck.optimizer_updates = strategy_.optimizer_state().updates;
-    ck.step = strategy_.step();
-    ck.global_step = strategy_.global_step();
-    ck.dropped = strategy_.dropped();
-    ck.replica_steps = strategy_.replica_steps();
+    auto& st = ck.state;
+    st.weights = vars.named(strategy_.weights());
+    st.optimizer = std::string(strategy_.optimizer().name());
+    st.slots = optim::named_slots(strategy_.optimizer(), strategy_.optimizer_state(), vars);
+    st.optimizer_updates = strategy_.optimizer_state().updates;
+    st.counters = {strategy_.step(), strategy_.global_step(), strategy_.dropped(),
+                   strategy_.replica_steps()};
     ck.data_seed = data_seed;
-    if (strategy_.lock_step()) ck.rng_state = strategy_.generator_state();
+    if (strategy_.lock_step()) {
+      std::istringstream lines(strategy_.generator_state());
+      for (std::string line; std::getline(lines, line);) st.generators.push_back(line);
+    }
     return io::save_checkpoint(dir, ck);
   }
 
@@ -201,14 +203,16 @@ class Trainer {
   /// data seed the checkpointed run used. Throws CheckpointError or LoadError naming what does not
   /// match.
   std::uint64_t restore(std::filesystem::path const& file) {
-    io::Checkpoint ck = io::load_checkpoint(file);
+    io::Checkpoint const loaded = io::load_checkpoint(file);
+    auto const& ck = loaded.state;
     auto& vars = layout();
     if (ck.optimizer != strategy_.optimizer().name()) {
       throw CheckpointError("convoy: checkpoint '" + file.string() + "' holds " + ck.optimizer +
                             " state but this run uses " +
                             std::string(strategy_.optimizer().name()));
     }
-    if (ck.optimizer_updates < 0 || ck.step < 0 || ck.global_step < 0 || ck.dropped < 0) {
+    if (ck.optimizer_updates < 0 || ck.counters.global_step < 0 || ck.counters.applied < 0 ||
+        ck.counters.dropped < 0) {
       throw CheckpointError("convoy: checkpoint '" + file.string() + "' holds negative counters");
     }
     vars.check_names(ck.weights, "checkpoint '" + file.string() + "'");
@@ -217,9 +221,12 @@ class Trainer {
     vars.assign_named(ck.weights, flat);
     strategy_.assign_weights(flat);
     strategy_.optimizer_state().updates = ck.optimizer_updates;
-    strategy_.set_counters(ck.step, ck.global_step, ck.dropped, ck.replica_steps);
-    strategy_.set_generator_state(ck.rng_state);
-    return ck.data_seed;
+    strategy_.set_counters(ck.counters.global_step, ck.counters.applied, ck.counters.dropped,
+                           ck.counters.local_steps);
+    std::string generators;
+    for (auto const& g : ck.generators) generators += g + "\n";
+    strategy_.set_generator_state(generators);
+    return loaded.data_seed;
   }
 
  private:

@@ -47,15 +47,17 @@ Checkpoint make_checkpoint(std::int64_t step) {
   rng_text << rng;
 
   Checkpoint c;
-  c.weights = vars.get_weights();
-  c.optimizer = std::string(adam.name());
-  c.slots = convoy::optim::named_slots(adam, state, vars);
-  c.optimizer_updates = 17;
-  c.step = step;
-  c.global_step = 4 * step + 3;
-  c.replica_steps = {step, step - 1, step + 2};
+  auto& s = c.state;
+  s.weights = vars.get_weights();
+  s.optimizer = std::string(adam.name());
+  s.slots = convoy::optim::named_slots(adam, state, vars);
+  s.optimizer_updates = 17;
+  s.counters.global_step = step;
+  s.counters.applied = 4 * step + 3;
+  s.counters.dropped = 2;
+  s.counters.local_steps = {step, step - 1, step + 2};
+  s.generators = {rng_text.str(), rng_text.str(), rng_text.str()};
   c.data_seed = 0xfeedfacecafebeefULL;
-  c.rng_state = rng_text.str();
   return c;
 }
 
@@ -91,23 +93,22 @@ TEST_CASE("a checkpoint round trip restores every field") {
   REQUIRE(fs::exists(file));
 
   auto const loaded = convoy::io::load_checkpoint(file);
-  CHECK(loaded.weights == saved.weights);
-  CHECK(loaded.weights.size() == 2);
-  CHECK(loaded.optimizer == "Adam");
-  CHECK(loaded.slots == saved.slots);
-  CHECK(loaded.slots.size() == 4);
-  CHECK(loaded.optimizer_updates == 17);
-  CHECK(loaded.step == 42);
-  CHECK(loaded.global_step == 171);
-  CHECK(loaded.replica_steps == std::vector<std::int64_t>{42, 41, 44});
+  CHECK(loaded.state == saved.state);
+  CHECK(loaded.state.weights.size() == 2);
+  CHECK(loaded.state.optimizer == "Adam");
+  CHECK(loaded.state.slots.size() == 4);
+  CHECK(loaded.state.optimizer_updates == 17);
+  CHECK(loaded.state.counters.global_step == 42);
+  CHECK(loaded.state.counters.applied == 171);
+  CHECK(loaded.state.counters.dropped == 2);
+  CHECK(loaded.state.counters.local_steps == std::vector<std::int64_t>{42, 41, 44});
   CHECK(loaded.data_seed == 0xfeedfacecafebeefULL);
-  CHECK(loaded.rng_state == saved.rng_state);
 
   // The RNG text restores a generator that continues where the saved one stood.
   std::mt19937_64 expected(99);
   expected.discard(1000);
   std::mt19937_64 restored;
-  std::istringstream(loaded.rng_state) >> restored;
+  std::istringstream(loaded.state.generators.at(1)) >> restored;
   CHECK(restored() == expected());
 }
 
@@ -116,7 +117,7 @@ TEST_CASE("the file starts with the documented little-endian header") {
   auto const bytes = read_file(convoy::io::save_checkpoint(dir.path, make_checkpoint(1)));
   REQUIRE(bytes.size() > header_size);
   CHECK(bytes.substr(0, 8) == "CONVOYCK");
-  CHECK(bytes.substr(8, 4) == std::string("\x01\x00\x00\x00", 4));
+  CHECK(bytes.substr(8, 4) == std::string("\x02\x00\x00\x00", 4));
   std::uint64_t length = 0;
   for (int i = 7; i >= 0; --i) length = length << 8 | static_cast<unsigned char>(bytes[12 + i]);
   CHECK(length == bytes.size() - header_size);
@@ -143,7 +144,7 @@ TEST_CASE("latest_checkpoint picks the highest step and ignores other files") {
   auto const latest = convoy::io::latest_checkpoint(dir.path);
   REQUIRE(latest.has_value());
   CHECK(*latest == dir / "checkpoint-0000000120.convoy");
-  CHECK(convoy::io::load_checkpoint(*latest).step == 120);
+  CHECK(convoy::io::load_checkpoint(*latest).state.counters.global_step == 120);
 
   // Steps past ten digits still compare as numbers, not as text.
   convoy::io::save_checkpoint(dir.path, make_checkpoint(12345678901), 0);
@@ -246,9 +247,9 @@ TEST_CASE("another format version is refused with both versions named") {
   convoy::testing::TempDir dir("ckpt-version");
   auto const file = convoy::io::save_checkpoint(dir.path, make_checkpoint(3));
   auto bytes = read_file(file);
-  bytes[8] = '\x02';
+  bytes[8] = '\x07';
   write_file(file, bytes);
-  CHECK(contains(load_error(file), "format version 2, this build reads 1"));
+  CHECK(contains(load_error(file), "format version 7, this build reads 2"));
 }
 
 TEST_CASE("a payload with a valid checksum that cereal cannot parse is refused") {
@@ -258,7 +259,7 @@ TEST_CASE("a payload with a valid checksum that cereal cannot parse is refused")
   auto const crc = static_cast<std::uint32_t>(::crc32(
       0L, reinterpret_cast<Bytef const*>(payload.data()), static_cast<uInt>(payload.size())));
   std::string header = "CONVOYCK";
-  for (int i = 0; i < 4; ++i) header += static_cast<char>(i == 0 ? 1 : 0);
+  for (int i = 0; i < 4; ++i) header += static_cast<char>(i == 0 ? 2 : 0);
   for (int i = 0; i < 8; ++i) header += static_cast<char>((payload.size() >> (8 * i)) & 0xff);
   for (int i = 0; i < 4; ++i) header += static_cast<char>((crc >> (8 * i)) & 0xff);
   write_file(file, header + payload);

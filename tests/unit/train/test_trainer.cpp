@@ -145,13 +145,13 @@ TEST_CASE("asynchronous training checkpoints consistent weights and counts globa
   CHECK(result.global_step == 60);
   CHECK(log.str().find("(60 global steps)") != std::string::npos);
   auto const ck = io::load_checkpoint(*io::latest_checkpoint(dir.path));
-  CHECK(ck.global_step == 60);
-  CHECK(ck.replica_steps.size() == 2);
-  CHECK(ck.replica_steps[0] + ck.replica_steps[1] == 60);
+  CHECK(ck.state.counters.global_step == 60);
+  CHECK(ck.state.counters.local_steps.size() == 2);
+  CHECK(ck.state.counters.batches() == 60);
   // The checkpoint holds exactly the weights the strategy ended with.
   auto const& vars = trainer.model().variables();
   for (auto const& v : vars.list()) {
-    auto const& t = ck.weights.at(v.name);
+    auto const& t = ck.state.weights.at(v.name);
     CHECK(std::memcmp(t.data.data(), trainer.strategy().weights().data() + v.offset,
                       v.size * sizeof(float)) == 0);
   }

@@ -1,0 +1,46 @@
+// Snapshot and Counters: a strategy's whole state by name (weights, optimizer slots, counters and
+// generator states), which the Trainer checkpoints and restores without ever reading an arena, and
+// which a cluster engine gathers from its shards.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "tensor.hpp"
+
+namespace convoy {
+
+/// Progress as TensorFlow users count it.
+struct Counters {
+  /// Updates applied to the shared weights: one per aggregated step when synchronous, one per
+  /// applied gradient when asynchronous (then the sum of the replicas' applied steps).
+  std::int64_t global_step = 0;
+  std::int64_t applied = 0;  ///< gradients that went into an update
+  std::int64_t dropped = 0;  ///< gradients dropped as late (replicas_to_aggregate < replicas)
+  /// Each replica's own steps: batches it computed gradients for (applied, dropped or pending).
+  std::vector<std::int64_t> local_steps;
+
+  /// Batches computed over all replicas: the data consumed, in replica-sized batches.
+  std::int64_t batches() const {
+    return std::accumulate(local_steps.begin(), local_steps.end(), std::int64_t{0});
+  }
+  friend bool operator==(Counters const&, Counters const&) = default;
+};
+
+/// Everything a run needs to continue, keyed by variable name.
+struct Snapshot {
+  std::map<std::string, Tensor> weights;  ///< "<variable>" -> tensor
+  std::string optimizer;                  ///< Optimizer::name(), to refuse slots of another one
+  std::map<std::string, Tensor> slots;    ///< "<variable>/<slot>" -> tensor
+  std::int64_t optimizer_updates = 0;     ///< updates the optimizer has applied (Adam's t)
+  Counters counters;
+  /// Each replica's generator (std::mt19937_64 as text); empty when it was taken while replicas
+  /// were drawing from them (a callback of an asynchronous run).
+  std::vector<std::string> generators;
+  friend bool operator==(Snapshot const&, Snapshot const&) = default;
+};
+
+}  // namespace convoy
