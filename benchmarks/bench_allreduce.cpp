@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <barrier>
 #include <chrono>
-#include <convoy/comm/detail/in_process_allreduce.hpp>
+#include <convoy/comm/in_process/lock_step.hpp>
 #include <convoy/optim/optimizer.hpp>
 #include <cstdio>
 #include <cstring>
@@ -43,7 +43,7 @@ std::pair<double, double> median_seconds(std::size_t threads, int iterations, Fi
     start = now;
   });
   auto loop = [&](std::size_t t) {
-    math::OneThreadPerReplica const one_thread;
+    exec::Host::ReplicaScope const one_thread;
     barrier.arrive_and_wait();
     for (int i = 0; i < iterations; ++i) {
       first(t);
@@ -95,17 +95,17 @@ int main(int argc, char** argv) {
     for (auto& w : weights) weight_ptrs.push_back(w.data());
     std::vector<std::vector<float*>> destinations;
     for (std::size_t t = 0; t < replicas; ++t) {
-      destinations.push_back(comm::detail::mirrored_destinations(weight_ptrs, t));
+      destinations.push_back(comm::in_process::mirrored_destinations(weight_ptrs, t));
     }
     auto const [copy, exchange] = median_seconds(
         replicas, iterations,
         [&](std::size_t t) {
-          auto [b, e] = comm::detail::chunk_bounds(floats, replicas, t);
+          auto [b, e] = comm::in_process::chunk_bounds(floats, replicas, t);
           std::memcpy(weights[t].data() + b, grads[t].data() + b, (e - b) * sizeof(float));
         },
         [&](std::size_t t) {
-          auto [b, e] = comm::detail::chunk_bounds(floats, replicas, t);
-          comm::detail::reduce_apply_broadcast(grad_ptrs, b, e, destinations[t], floats, sgd, slots,
+          auto [b, e] = comm::in_process::chunk_bounds(floats, replicas, t);
+          comm::in_process::reduce_apply_broadcast(exec::Host{}, grad_ptrs, b, e, destinations[t], floats, sgd, slots,
                                                1);
         });
     double const r = static_cast<double>(replicas);

@@ -33,7 +33,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 // model and optimizer.
 double plain_loop(io::Dataset const& data, std::vector<std::size_t> const& sizes, std::size_t batch,
                   std::int64_t steps) {
-  math::OneThreadPerReplica const one_thread;
+  exec::Host::ReplicaScope const one_thread;
   nn::Mlp model(sizes);
   optim::Optimizer const sgd = optim::Sgd{0.1f};
   auto state = sgd.make_state(model.variables().element_count());
@@ -42,7 +42,7 @@ double plain_loop(io::Dataset const& data, std::vector<std::size_t> const& sizes
   auto const start = std::chrono::steady_clock::now();
   for (std::int64_t k = 0; k < steps; ++k) {
     model.forward_backward(sampler.fill(data, 0, k, buffer));
-    sgd.apply(model.variables().weights(), model.variables().grads(), state, 0, 1.0f, k + 1);
+    sgd.apply(exec::Host{}, model.variables().weights(), model.variables().grads(), state, 0, 1.0f, k + 1);
   }
   return static_cast<double>(steps) * static_cast<double>(batch) / seconds_since(start);
 }

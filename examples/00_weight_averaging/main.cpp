@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
           vars.set_weights(weights);  // by name: throws LoadError naming any mismatch
           models[r].forward_backward(data[r].slice(0, data[r].rows()));
           auto state = sgd.make_state(vars.element_count());
-          sgd.apply(vars.weights(), vars.grads(), state, 0, 1.0f, 1);
+          sgd.apply(convoy::exec::Host{}, vars.weights(), vars.grads(), state, 0, 1.0f, 1);
           returned[r] = vars.get_weights();
         });
       }

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
         mean[i] = sum / static_cast<float>(gradients.size());
       }
     }
-    sgd.apply(vars.weights(), vars.grads(), state, 0, 1.0f, ++state.updates);
+    sgd.apply(convoy::exec::Host{}, vars.weights(), vars.grads(), state, 0, 1.0f, ++state.updates);
     if (iteration % 20 == 0) {
       std::cout << "Iteration " << iteration << ": weights are {";
       char const* separator = "";

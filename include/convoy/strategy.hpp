@@ -1,23 +1,24 @@
-// Strategy<Model, Placement, Communication, Synchronization>: the composed type a user picks. All
-// the rules about which policies go together live here, as static_asserts that say what is wrong
-// and what to write instead; DESIGN's compatibility table can be read off this one file.
+// Strategy<Model, Placement, Communication, Synchronization>: the composed type a user picks. It
+// owns the engine its Communication policy brings and forwards to it; all the rules about which
+// policies go together live here, as static_asserts that say what is wrong and what to write
+// instead, so DESIGN's compatibility table can be read off this one file.
 #pragma once
 
 #include <concepts>
 #include <cstdint>
 #include <iostream>
+#include <map>
+#include <ostream>
 #include <span>
-#include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
-#include "comm/detail/in_process_allreduce.hpp"
-#include "comm/detail/in_process_shared.hpp"
-#include "comm/detail/replica_state.hpp"
 #include "comm/in_process.hpp"
 #include "core/concepts.hpp"
 #include "core/error.hpp"
+#include "core/snapshot.hpp"
 #include "optim/optimizer.hpp"
 #include "place/central_storage.hpp"
 #include "place/gpu.hpp"
@@ -31,14 +32,39 @@
 namespace convoy {
 
 namespace detail {
-template <class S>
-inline constexpr bool is_bounded_staleness = false;
-template <int N>
-inline constexpr bool is_bounded_staleness<sync::BoundedStaleness<N>> = true;
-
 template <class P>
 inline constexpr bool is_single_replica =
     std::same_as<P, place::Host> || std::same_as<P, place::Gpu>;
+
+// The engine Comm brings, or an empty stand-in while a static_assert below reports a policy in the
+// wrong slot (so that the message is the only error).
+struct no_engine {};
+template <class M, class P, class C, class S>
+struct engine_of {
+  using type = no_engine;
+};
+template <class M, class P, class C, class S>
+  requires communication_policy<C> && requires { typename C::template engine<M, P, S>; }
+struct engine_of<M, P, C, S> {
+  using type = typename C::template engine<M, P, S>;
+};
+
+/// What Strategy forwards to: an engine runs plans and owns a state (comm::ReplicaGroup, or a
+/// cluster's client) that answers by name.
+template <class E>
+concept engine = requires(E& e, E const& ce, RunPlan const& plan, Snapshot const& snapshot,
+                          std::span<float> out, optim::Optimizer const& opt) {
+  e.run(plan);
+  { ce.lock_step() } -> std::same_as<bool>;
+  { ce.state().snapshot() } -> std::same_as<Snapshot>;
+  e.state().restore(snapshot);
+  ce.state().read_weights(out);
+  e.state().set_optimizer(opt);
+  { ce.state().optimizer() } -> std::convertible_to<optim::Optimizer const&>;
+  { ce.state().counters() } -> std::convertible_to<Counters const&>;
+  { ce.state().layout() } -> std::same_as<Variables const&>;
+  { ce.state().size() } -> std::convertible_to<std::size_t>;
+};
 }  // namespace detail
 
 /// A model distributed by a placement, a communication and a synchronization policy. Owns the
@@ -63,6 +89,9 @@ class Strategy {
       placement_policy<Placement>,
       "convoy: Strategy's second argument must be a placement policy: place::Host, place::Gpu, "
       "place::Mirrored or place::CentralStorage.");
+  static_assert(!placement_policy<Placement> || gives_contexts<Placement>,
+                "convoy: a placement policy needs 'context_type', 'context_type context(std::size_t "
+                "replica) const' and 'int replica_count() const'; see place/mirrored.hpp.");
   static_assert(
       communication_policy<Comm>,
       "convoy: Strategy's third argument must be a communication policy: comm::InProcess.");
@@ -70,6 +99,10 @@ class Strategy {
       synchronization_policy<Sync>,
       "convoy: Strategy's fourth argument must be a synchronization policy: sync::Synchronous, "
       "sync::Asynchronous or sync::BoundedStaleness<S>.");
+  static_assert(!synchronization_policy<Sync> || gives_rules<Sync>,
+                "convoy: a synchronization policy needs 'rules_type make_rules(convoy::Counters "
+                "const&) const', 'void check(std::size_t replicas) const', 'bool "
+                "continue_after_error() const' and a 'timeout'; see sync/asynchronous.hpp.");
   // Forbidden pairs.
   static_assert(!(detail::is_single_replica<Placement> && !std::same_as<Sync, sync::Synchronous>),
                 "convoy: place::Host and place::Gpu run one replica, which has nobody to be "
@@ -82,260 +115,99 @@ class Strategy {
   using placement_type = Placement;
   using comm_type = Comm;
   using sync_type = Sync;
+  using engine_type = typename detail::engine_of<Model, Placement, Comm, Sync>::type;
+  static_assert(!communication_policy<Comm> || detail::engine<engine_type>,
+                "convoy: a communication policy needs 'template <class Model, class Placement, "
+                "class Sync> using engine = ...' naming an engine with run(plan), lock_step() and "
+                "state() (see comm/replica_group.hpp); see comm/in_process.hpp.");
 
-  /// Builds the replicas as copies of `prototype`, so all start with its weights; replica r's
-  /// generator (Variables::rng) is reseeded from the prototype's so that replicas draw different
-  /// streams. Throws PlacementError when a strict placement cannot be honoured, and Error for a
-  /// replicas_to_aggregate or timeout out of range.
-  explicit Strategy(Model prototype, Placement placement = {}, [[maybe_unused]] Comm comm = {},
-                    Sync sync = {})
-      : placement_(placement), sync_(sync) {
-    resolve_placement();
-    auto const replicas = static_cast<std::size_t>(placement_.replica_count());
-    check_sync(replicas);
-    std::uint64_t const base_seed = prototype.variables().rng()();
-    state_.replicas.assign(replicas, prototype);
-    for (std::size_t r = 0; r < replicas; ++r) {
-      state_.replicas[r].variables().rng().seed(base_seed + 0x9E3779B97F4A7C15ULL * r);
+  /// Builds the engine its Comm brings, with replicas that are copies of `prototype` (so all start
+  /// with its weights; each replica's generator is reseeded apart from the others). Throws
+  /// PlacementError when a strict placement cannot be honoured, and Error for a policy knob out of
+  /// range (replicas_to_aggregate, a timeout).
+  explicit Strategy(Model prototype, Placement placement = {}, Comm comm = {}, Sync sync = {})
+      : engine_(std::move(prototype), placement, comm, sync) {
+    if constexpr (requires { placement.log_placement; }) {
+      if (placement.log_placement) log_placement(std::clog);
     }
-    state_.local_steps.assign(replicas, 0);
-    if (uses_central()) {
-      auto weights = state_.replicas[0].variables().weights();
-      state_.central.assign(weights.begin(), weights.end());
-      if (Placement::shared_weights && lock_step()) {
-        for (auto& replica : state_.replicas) replica.variables().bind_weights(state_.central);
-      }
-    }
-    set_optimizer(optim::Sgd{});
-    if (placement_.log_placement) log_placement(std::clog);
   }
 
-  // Replicas may be bound to this object's central arena, so a copy could not be made safe.
   Strategy(Strategy const&) = delete;
   Strategy& operator=(Strategy const&) = delete;
   Strategy(Strategy&&) noexcept = default;
   Strategy& operator=(Strategy&&) noexcept = default;
 
-  std::size_t replicas() const { return state_.replicas.size(); }
-  Placement const& placement() const { return placement_; }
-  Sync const& synchronization() const { return sync_; }
+  engine_type& engine() { return engine_; }
+  std::size_t replicas() const { return engine_.state().size(); }
+  /// True when every replica takes every step together (one replica, or Synchronous aggregating
+  /// all): a callback then sees every replica at rest.
+  bool lock_step() const { return engine_.lock_step(); }
 
   /// Replaces the optimizer and zeroes its slots.
-  void set_optimizer(optim::Optimizer optimizer) {
-    state_.optimizer = optimizer;
-    state_.slots = optimizer.make_state(layout().element_count());
-  }
-  optim::Optimizer const& optimizer() const { return state_.optimizer; }
-  optim::OptimizerState& optimizer_state() { return state_.slots; }
+  void set_optimizer(optim::Optimizer optimizer) { engine_.state().set_optimizer(optimizer); }
+  optim::Optimizer const& optimizer() const { return engine_.state().optimizer(); }
 
-  /// Runs steps until plan.until; blocks. Rethrows the first exception a replica raised. Throws
-  /// Error before starting when the optimizer state does not fit the optimizer and the model.
+  /// Runs steps until a goal of `plan` is reached; blocks. See the engine's run() for errors
+  /// (comm/in_process/engine.hpp). Throws Error before starting when the optimizer state does not
+  /// fit.
   void run(RunPlan const& plan) {
-    check_optimizer_state();
     running_ = true;
     struct Done {
       bool& running;
       ~Done() { running = false; }
     } const done{running_};
-    if constexpr (std::same_as<Sync, sync::Synchronous>) {
-      if (replicas() == 1 && lock_step()) {
-        comm::detail::run_single(state_, plan);
-        return;
-      }
-      if (lock_step()) {
-        comm::detail::run_allreduce(state_, plan, Placement::shared_weights, sync_.timeout);
-        return;
-      }
-    }
-    comm::detail::run_shared(state_, plan, shared_mode());
+    engine_.run(plan);
   }
 
-  /// True when every replica takes every step together (one replica, or Synchronous aggregating
-  /// all): between steps nothing computes, so a callback sees every replica at rest.
-  bool lock_step() const {
-    if constexpr (std::same_as<Sync, sync::Synchronous>) {
-      return sync_.replicas_to_aggregate == 0 ||
-             static_cast<std::size_t>(sync_.replicas_to_aggregate) == replicas();
-    } else {
-      return false;
-    }
+  /// Counters: global step, applied and dropped gradients, each replica's local step.
+  Counters const& counters() const { return engine_.state().counters(); }
+  std::int64_t global_step() const { return counters().global_step; }
+
+  /// The whole state by name; consistent even from a callback during a run.
+  Snapshot snapshot() const { return engine_.state().snapshot(); }
+  /// Restores a snapshot; checks everything first (see ReplicaGroup::restore).
+  void restore(Snapshot const& snapshot) { engine_.state().restore(snapshot); }
+
+  /// Variable names, shapes and offsets of the flat weights.
+  Variables const& layout() const { return engine_.state().layout(); }
+  /// The authoritative weights, flat in layout order. Safe from a callback.
+  std::vector<float> weights() const {
+    std::vector<float> out(layout().element_count());
+    engine_.state().read_weights(out);
+    return out;
+  }
+  /// Every variable by name (the Ray text's get_weights()).
+  std::map<std::string, Tensor> get_weights() const { return layout().named(weights()); }
+  /// Sets every variable by name in every replica and the central copy, checking all names and
+  /// shapes first (LoadError lists the offenders; nothing changes then). Not during a run.
+  void set_weights(std::map<std::string, Tensor> const& named) {
+    refuse_during_run("set_weights");
+    engine_.state().set_weights(named);
   }
 
-  /// The authoritative weights (the central copy, or replica 0's when every replica mirrors them).
-  /// Safe to read from a callback: it runs while no update is being applied.
-  std::span<float const> weights() const {
-    return uses_central() ? std::span<float const>(state_.central) : layout().weights();
-  }
-  /// Sets the weights of every replica (and the central copy). Throws ShapeError on a size
-  /// mismatch.
-  void assign_weights(std::span<float const> flat) {
-    if (uses_central()) {
-      state_.central.assign(flat.begin(), flat.end());
-      if (Placement::shared_weights && lock_step()) return;  // the replicas read the central copy
-    }
-    for (auto& replica : state_.replicas) replica.variables().set_flat(flat);
-  }
-
-  /// Replica 0, holding the authoritative weights: for evaluation, saving and inspection between
-  /// runs. Throws Error during a run (from a callback), where replica 0 may be computing; read
-  /// weights() there instead.
-  Model& model() {
-    if (running_) {
-      throw Error(
-          "convoy: Strategy::model() was called during a run, while replica 0 may be "
-          "computing; use weights() or Trainer::evaluate in a callback");
-    }
-    if (uses_central() && !lock_step()) state_.replicas[0].variables().set_flat(state_.central);
-    return state_.replicas[0];
-  }
-  Model& replica(std::size_t r) { return state_.replicas[r]; }
-
-  std::int64_t step() const { return state_.step; }
-  std::int64_t global_step() const { return state_.global_step; }
-  std::int64_t dropped() const { return state_.dropped; }
-  std::vector<std::int64_t> const& replica_steps() const { return state_.local_steps; }
-  /// True when progress counts global steps (every gradient applied on its own) rather than
-  /// synchronized steps.
-  static constexpr bool asynchronous() { return !std::same_as<Sync, sync::Synchronous>; }
-  /// Units of progress (steps, or global steps when asynchronous) in which every replica walks its
-  /// slice of `global_batches` global batches: one epoch when that is the sampler's
-  /// steps_per_epoch.
-  double progress_per(std::size_t global_batches) const {
-    double const batches = static_cast<double>(global_batches);
-    if constexpr (std::same_as<Sync, sync::Synchronous>) {
-      if (lock_step()) return batches;
-      return batches * static_cast<double>(replicas()) / sync_.replicas_to_aggregate;
-    } else {
-      return batches * static_cast<double>(replicas());
-    }
-  }
-  std::int64_t progress() const { return asynchronous() ? state_.global_step : state_.step; }
-
-  /// Restores counters from a checkpoint. When it was written with another replica count, lock-step
-  /// replicas all continue at `step`, and the others share the global steps evenly.
-  void set_counters(std::int64_t step, std::int64_t global_step, std::int64_t dropped,
-                    std::vector<std::int64_t> const& replica_steps) {
-    state_.step = step;
-    state_.global_step = global_step;
-    state_.dropped = dropped;
-    if (replica_steps.size() == state_.local_steps.size()) {
-      state_.local_steps = replica_steps;
-    } else {
-      std::int64_t const each =
-          lock_step() ? step : global_step / static_cast<std::int64_t>(replicas());
-      state_.local_steps.assign(state_.local_steps.size(), each);
-    }
-  }
-
-  /// Every replica's generator state, one line each; only meaningful while no replica computes
-  /// (between runs, or in a callback of a lock-step run).
-  std::string generator_state() const {
-    std::ostringstream out;
-    for (auto const& replica : state_.replicas) {
-      out << const_cast<Model&>(replica).variables().rng() << "\n";
-    }
-    return out.str();
-  }
-  /// Restores generator_state()'s text. A text for another replica count is ignored: the streams
-  /// then start afresh, as they would on a different machine.
-  void set_generator_state(std::string const& text) {
-    std::vector<std::string> lines;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    if (lines.size() != replicas()) return;
-    for (std::size_t r = 0; r < replicas(); ++r) {
-      std::istringstream line(lines[r]);
-      line >> state_.replicas[r].variables().rng();
-    }
+  /// Replica 0, holding the authoritative weights, read-only: for evaluation and inspection
+  /// between runs. Throws Error during a run (from a callback), where replica 0 may be computing;
+  /// read weights() there instead. Write weights with set_weights().
+  Model const& model() const {
+    refuse_during_run("model()");
+    return engine_.state().model();
   }
 
   /// Prints, like TensorFlow's log_device_placement, where every variable lives and which replica
   /// computes on which device.
-  void log_placement(std::ostream& out) const {
-    std::string where;
-    if (Placement::shared_weights || !lock_step()) {
-      where = "/cpu:0 (one central copy; replicas " +
-              std::string(lock_step() ? "read it" : "pull copies of it") + ")";
-    } else if (replicas() == 1) {
-      where = "/cpu:0";
-    } else {
-      where = "mirrored on /cpu:0 replicas 0-" + std::to_string(replicas() - 1);
-    }
-    out << "convoy placement: Strategy<" << Placement::name << ", " << Comm::name << ", "
-        << Sync::name << ">, " << replicas() << " replica(s)\n";
-    for (auto const& v : layout().list()) {
-      out << "convoy placement: " << v.name << " " << to_string(v.shape) << " -> " << where << "\n";
-    }
-    for (std::size_t r = 0; r < replicas(); ++r) {
-      out << "convoy placement: replica " << r << " computes forward_backward on /cpu:0 thread "
-          << r << "\n";
-    }
-  }
+  void log_placement(std::ostream& out) const { engine_.log_placement(out, Comm::name); }
 
  private:
-  // Replica 0's Variables: names, shapes and offsets. A model need only offer a non-const
-  // variables(), which does not change the model, so const members may call it.
-  Variables& layout() const { return const_cast<Model&>(state_.replicas[0]).variables(); }
-
-  bool uses_central() const { return Placement::shared_weights || !lock_step(); }
-
-  void check_sync(std::size_t replicas) const {
-    if constexpr (std::same_as<Sync, sync::Synchronous>) {
-      if (sync_.replicas_to_aggregate < 0 ||
-          static_cast<std::size_t>(sync_.replicas_to_aggregate) > replicas) {
-        throw Error("convoy: replicas_to_aggregate is " +
-                    std::to_string(sync_.replicas_to_aggregate) + " but there are " +
-                    std::to_string(replicas) + " replicas; pick 1.." + std::to_string(replicas) +
-                    " (0: all)");
-      }
-    }
-    if constexpr (requires { sync_.timeout; }) {
-      if (sync_.timeout.count() <= 0) {
-        throw Error("convoy: " + std::string(Sync::name) + "'s timeout is " +
-                    std::to_string(sync_.timeout.count()) + " ms; it must be positive");
-      }
+  void refuse_during_run(char const* what) const {
+    if (running_) {
+      throw Error("convoy: Strategy::" + std::string(what) +
+                  " was called during a run, while replica 0 may be computing; use weights() or "
+                  "Trainer::evaluate in a callback");
     }
   }
 
-  void check_optimizer_state() const {
-    auto const& slots = state_.slots.slots;
-    bool fits = slots.size() == state_.optimizer.slot_names().size();
-    for (auto const& slot : slots) fits = fits && slot.size() == layout().element_count();
-    if (!fits) {
-      throw Error("convoy: the optimizer state does not fit " +
-                  std::string(state_.optimizer.name()) + " and the model's " +
-                  std::to_string(layout().element_count()) +
-                  " weights; set it with set_optimizer()");
-    }
-  }
-
-  comm::detail::SharedMode shared_mode() const {
-    using Kind = comm::detail::SharedMode::Kind;
-    if constexpr (std::same_as<Sync, sync::Synchronous>) {
-      return {Kind::aggregate, 0, static_cast<std::size_t>(sync_.replicas_to_aggregate),
-              sync_.timeout};
-    } else if constexpr (detail::is_bounded_staleness<Sync>) {
-      return {Kind::bounded, Sync::staleness, 0, sync_.timeout};
-    } else {
-      return {Kind::asynchronous, 0, 0, {}};  // asynchronous replicas never wait on each other
-    }
-  }
-
-  void resolve_placement() {
-    if constexpr (std::same_as<Placement, place::Gpu>) {
-      std::string const what = "convoy: place::Gpu{device " + std::to_string(placement_.device) +
-                               "} cannot be honoured: this build has no CUDA backend";
-      if (placement_.strict) {
-        throw PlacementError(what + " (strict placement); use place::Host, or turn strict off");
-      }
-      std::clog << what << "; running on the host (/cpu:0) instead\n";
-    }
-  }
-
-  Placement placement_;
-  Sync sync_;
+  engine_type engine_;
   bool running_ = false;
-  comm::detail::ReplicaState<Model> state_;
 };
 
 }  // namespace convoy

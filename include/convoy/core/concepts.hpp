@@ -4,10 +4,12 @@
 #pragma once
 
 #include <concepts>
+#include <cstddef>
 #include <string_view>
 #include <type_traits>
 
 #include "batch.hpp"
+#include "snapshot.hpp"
 #include "variables.hpp"
 
 namespace convoy {
@@ -54,5 +56,43 @@ concept replicable = std::copy_constructible<M>;
 
 template <class M>
 concept model = has_variables<M> && has_forward_backward<M> && replicable<M>;
+
+/// Optional `float forward_backward(convoy::Batch const&, Context const&)`: a model that computes
+/// in the execution context its placement gives (nn::Mlp does); others compute on the host.
+template <class M, class Context>
+concept computes_in = requires(M& m, Batch const& batch, Context const& ctx) {
+  { m.forward_backward(batch, ctx) } -> std::convertible_to<float>;
+};
+
+/// Runs `m`'s forward_backward in `ctx` when the model takes a context, else plainly.
+template <class M, class Context>
+float forward_backward_in(M& m, Batch const& batch, Context const& ctx) {
+  if constexpr (computes_in<M, Context>) {
+    return static_cast<float>(m.forward_backward(batch, ctx));
+  } else {
+    return static_cast<float>(m.forward_backward(batch));
+  }
+}
+
+/// What a placement gives each replica: `context(r)`, an execution context (exec::Host) that has
+/// `enter()`, called on the replica's thread before it computes.
+template <class P>
+concept gives_contexts = requires(P const& p, std::size_t r) {
+  typename P::context_type;
+  { p.context(r) } -> std::same_as<typename P::context_type>;
+  { p.replica_count() } -> std::convertible_to<int>;
+  p.context(r).enter();
+};
+
+/// What a synchronization policy gives: its rule object, built from the counters it resumes at,
+/// a check of its knobs against the replica count, and a timeout.
+template <class S>
+concept gives_rules = requires(S const& s, Counters const& c, std::size_t replicas) {
+  typename S::rules_type;
+  { s.make_rules(c) } -> std::same_as<typename S::rules_type>;
+  s.check(replicas);
+  { s.continue_after_error() } -> std::same_as<bool>;
+  s.timeout;
+};
 
 }  // namespace convoy

@@ -2,8 +2,13 @@
 // so that a user can act on the message without a debugger.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace convoy {
 
@@ -43,9 +48,24 @@ struct PlacementError : Error {
   using Error::Error;
 };
 
-/// A replica failed to deliver within a synchronization timeout.
+/// A replica did not finish a step, or deliver a gradient, within its policy's timeout.
 struct TimeoutError : Error {
   using Error::Error;
 };
+
+/// Replicas of an asynchronous run failed while the others trained on; `replicas` lists them.
+struct ReplicaError : Error {
+  ReplicaError(std::string const& what, std::vector<std::size_t> failed)
+      : Error(what), replicas(std::move(failed)) {}
+  std::vector<std::size_t> replicas;
+};
+
+/// Throws Error unless `timeout` (of the policy named `policy`) is positive.
+inline void check_timeout(std::string_view policy, std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) {
+    throw Error("convoy: " + std::string(policy) + "'s timeout is " +
+                std::to_string(timeout.count()) + " ms; it must be positive");
+  }
+}
 
 }  // namespace convoy

@@ -1,6 +1,6 @@
-// Host math: GEMM through CBLAS and element-wise work through Thrust's OpenMP system. Every layer
-// and optimizer reaches the processor through this file, so a device backend replaces this one
-// header's functions and leaves the policies alone.
+// Host math: GEMM through CBLAS and element-wise work through Thrust's OpenMP system, each taking
+// the exec::Host context first. Layers and optimizers reach the processor only through these
+// functions, so a device backend adds overloads for its own context and leaves them alone.
 #pragma once
 
 #include <cblas.h>
@@ -18,46 +18,16 @@
 #include <string>
 
 #include "../core/error.hpp"
-
-// OpenBLAS's own knobs; weak so that any other CBLAS links too (the calls are then skipped).
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
-extern "C" int openblas_get_num_threads() __attribute__((weak));
+#include "../exec/host.hpp"
 
 namespace convoy::math {
-
-/// While alive, the calling thread's math is single-threaded: one OpenMP thread for Thrust and one
-/// BLAS thread. Each replica runs on its own thread, so more threads per replica would only
-/// oversubscribe the cores. Restores the previous settings when it ends, so the thread that called
-/// a strategy's run() gets its own settings back. OpenBLAS's setting is process-wide, the OpenMP
-/// one per thread: construct on every replica thread, and do not run two strategies at once if
-/// other code in the process relies on OpenBLAS's thread count.
-class OneThreadPerReplica {
- public:
-  OneThreadPerReplica()
-      : omp_threads_(omp_get_max_threads()),
-        blas_threads_(openblas_get_num_threads != nullptr ? openblas_get_num_threads() : 0) {
-    omp_set_num_threads(1);
-    if (openblas_set_num_threads != nullptr) openblas_set_num_threads(1);
-  }
-  ~OneThreadPerReplica() {
-    omp_set_num_threads(omp_threads_);
-    if (openblas_set_num_threads != nullptr && blas_threads_ > 0)
-      openblas_set_num_threads(blas_threads_);
-  }
-  OneThreadPerReplica(OneThreadPerReplica const&) = delete;
-  OneThreadPerReplica& operator=(OneThreadPerReplica const&) = delete;
-
- private:
-  int omp_threads_;
-  int blas_threads_;
-};
 
 /// Calls f(i) for i in [0, n) through Thrust: its OpenMP system when the calling thread may use
 /// more than one OpenMP thread, else its sequential system, because a one-thread OpenMP team adds
 /// about a microsecond per call and buys nothing (the synchronous reduction makes ~100 calls a
 /// step).
 template <class F>
-void for_each_index(std::size_t n, F f) {
+void for_each_index(exec::Host const&, std::size_t n, F f) {
   if (omp_get_max_threads() > 1) {
     thrust::for_each_n(thrust::omp::par, thrust::counting_iterator<std::size_t>(0), n, f);
   } else {
@@ -67,7 +37,7 @@ void for_each_index(std::size_t n, F f) {
 
 /// Sum of f(i) for i in [0, n), as double, through Thrust (same system choice as for_each_index).
 template <class F>
-double sum_over_indices(std::size_t n, F f) {
+double sum_over_indices(exec::Host const&, std::size_t n, F f) {
   thrust::counting_iterator<std::size_t> const first(0), last(n);
   if (omp_get_max_threads() > 1)
     return thrust::transform_reduce(thrust::omp::par, first, last, f, 0.0, thrust::plus<double>{});
@@ -76,7 +46,7 @@ double sum_over_indices(std::size_t n, F f) {
 
 /// C = alpha * op(A) op(B) + beta * C, row-major; op transposes when the flag is set.
 /// op(A) is m x k, op(B) is k x n, C is m x n.
-inline void gemm(bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k,
+inline void gemm(exec::Host const&, bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k,
                  float alpha, float const* a, float const* b, float beta, float* c) {
   if (std::max({m, n, k}) > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
     throw Error("convoy: gemm of " + std::to_string(m) + "x" + std::to_string(k) + " by " +

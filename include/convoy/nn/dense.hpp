@@ -29,32 +29,34 @@ class Dense {
     for (float& w : vars.value(kernel_)) w = uniform(vars.rng());
   }
 
-  /// y (rows x outputs) = x (rows x inputs) W + b.
-  void forward(Variables const& vars, std::span<float const> x, std::size_t rows,
+  /// y (rows x outputs) = x (rows x inputs) W + b, computed in `ctx`.
+  template <class Context>
+  void forward(Context const& ctx, Variables const& vars, std::span<float const> x, std::size_t rows,
                std::span<float> y) const {
     float const* b = vars.value(bias_).data();
     float* out = y.data();
     std::size_t const n = outputs_;
-    math::for_each_index(rows * n, [=](std::size_t i) { out[i] = b[i % n]; });
-    math::gemm(false, false, rows, n, inputs_, 1.0f, x.data(), vars.value(kernel_).data(), 1.0f,
+    math::for_each_index(ctx, rows * n, [=](std::size_t i) { out[i] = b[i % n]; });
+    math::gemm(ctx, false, false, rows, n, inputs_, 1.0f, x.data(), vars.value(kernel_).data(), 1.0f,
                out);
   }
 
   /// Overwrites dW = x^T dy and db = column sums of dy; writes dx = dy W^T when dx is non-empty.
-  void backward(Variables& vars, std::span<float const> x, std::span<float const> dy,
+  template <class Context>
+  void backward(Context const& ctx, Variables& vars, std::span<float const> x, std::span<float const> dy,
                 std::size_t rows, std::span<float> dx) const {
-    math::gemm(true, false, inputs_, outputs_, rows, 1.0f, x.data(), dy.data(), 0.0f,
+    math::gemm(ctx, true, false, inputs_, outputs_, rows, 1.0f, x.data(), dy.data(), 0.0f,
                vars.grad(kernel_).data());
     float* db = vars.grad(bias_).data();
     float const* g = dy.data();
     std::size_t const n = outputs_;
-    math::for_each_index(n, [=](std::size_t j) {
+    math::for_each_index(ctx, n, [=](std::size_t j) {
       float sum = 0.0f;
       for (std::size_t r = 0; r < rows; ++r) sum += g[r * n + j];
       db[j] = sum;
     });
     if (!dx.empty()) {
-      math::gemm(false, true, rows, inputs_, outputs_, 1.0f, dy.data(), vars.value(kernel_).data(),
+      math::gemm(ctx, false, true, rows, inputs_, outputs_, 1.0f, dy.data(), vars.value(kernel_).data(),
                  0.0f, dx.data());
     }
   }

@@ -37,14 +37,15 @@ inline float softmax_row(float const* z, std::int32_t label, std::size_t classes
 
 /// Mean softmax cross-entropy of `logits` (rows x classes) against `labels`; writes its gradient to
 /// `dlogits` (same shape).
-inline float softmax_cross_entropy(std::span<float const> logits,
-                                   std::span<std::int32_t const> labels, std::size_t rows,
-                                   std::size_t classes, std::span<float> dlogits) {
+template <class Context>
+float softmax_cross_entropy(Context const& ctx, std::span<float const> logits,
+                            std::span<std::int32_t const> labels, std::size_t rows,
+                            std::size_t classes, std::span<float> dlogits) {
   float const* z = logits.data();
   std::int32_t const* y = labels.data();
   float* g = dlogits.data();
   float const scale = 1.0f / static_cast<float>(rows);
-  double const total = math::sum_over_indices(rows, [=](std::size_t r) {
+  double const total = math::sum_over_indices(ctx, rows, [=](std::size_t r) {
     return static_cast<double>(
         detail::softmax_row(z + r * classes, y[r], classes, scale, g + r * classes, nullptr));
   });

@@ -11,6 +11,7 @@
 #include "../core/batch.hpp"
 #include "../core/error.hpp"
 #include "../core/variables.hpp"
+#include "../exec/host.hpp"
 #include "dense.hpp"
 #include "losses.hpp"
 #include "relu.hpp"
@@ -35,12 +36,14 @@ class Mlp {
   Variables& variables() { return vars_; }
   Variables const& variables() const { return vars_; }
 
-  /// Mean softmax cross-entropy of the batch; overwrites every gradient.
-  float forward_backward(Batch const& batch) {
-    forward(batch);
+  /// Mean softmax cross-entropy of the batch; overwrites every gradient. Computes in `ctx`, the
+  /// context the strategy's placement gives this replica; the one-argument form uses the host.
+  template <class Context>
+  float forward_backward(Batch const& batch, Context const& ctx) {
+    forward(batch, ctx);
     std::size_t const last = layers_.size() - 1;
     deltas_[last].resize(outputs_[last].size());
-    float const loss = softmax_cross_entropy(outputs_[last], batch.labels, batch.rows,
+    float const loss = softmax_cross_entropy(ctx, outputs_[last], batch.labels, batch.rows,
                                              layers_[last].outputs(), deltas_[last]);
     for (std::size_t l = last + 1; l-- > 0;) {
       std::span<float> dx;
@@ -48,23 +51,29 @@ class Mlp {
         deltas_[l - 1].resize(outputs_[l - 1].size());
         dx = deltas_[l - 1];
       }
-      layers_[l].backward(vars_, input_of(l, batch), deltas_[l], batch.rows, dx);
-      if (l > 0) relu_backward(outputs_[l - 1], deltas_[l - 1]);
+      layers_[l].backward(ctx, vars_, input_of(l, batch), deltas_[l], batch.rows, dx);
+      if (l > 0) relu_backward(ctx, outputs_[l - 1], deltas_[l - 1]);
     }
     return loss;
   }
 
+  float forward_backward(Batch const& batch) { return forward_backward(batch, exec::Host{}); }
+
   /// Loss sum and correct predictions over the batch; touches no gradient.
-  Metrics evaluate(Batch const& batch) {
-    forward(batch);
+  template <class Context>
+  Metrics evaluate(Batch const& batch, Context const& ctx) {
+    forward(batch, ctx);
     return softmax_cross_entropy_metrics(outputs_.back(), batch.labels, batch.rows,
                                          layers_.back().outputs());
   }
 
+  Metrics evaluate(Batch const& batch) { return evaluate(batch, exec::Host{}); }
+
   std::vector<Dense> const& layers() const { return layers_; }
 
  private:
-  void forward(Batch const& batch) {
+  template <class Context>
+  void forward(Batch const& batch, Context const& ctx) {
     if (batch.features.size() != batch.rows * layers_.front().inputs()) {
       throw ShapeError(
           "convoy: Mlp '" + vars_.scope() + "' takes " + std::to_string(layers_.front().inputs()) +
@@ -87,8 +96,8 @@ class Mlp {
     }
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       outputs_[l].resize(batch.rows * layers_[l].outputs());
-      layers_[l].forward(vars_, input_of(l, batch), batch.rows, outputs_[l]);
-      if (l + 1 < layers_.size()) relu_forward(outputs_[l]);
+      layers_[l].forward(ctx, vars_, input_of(l, batch), batch.rows, outputs_[l]);
+      if (l + 1 < layers_.size()) relu_forward(ctx, outputs_[l]);
     }
   }
   std::span<float const> input_of(std::size_t layer, Batch const& batch) const {

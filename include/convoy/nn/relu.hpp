@@ -8,16 +8,18 @@
 namespace convoy::nn {
 
 /// x = max(x, 0), in place.
-inline void relu_forward(std::span<float> x) {
+template <class Context>
+void relu_forward(Context const& ctx, std::span<float> x) {
   float* p = x.data();
-  math::for_each_index(x.size(), [=](std::size_t i) { p[i] = p[i] > 0.0f ? p[i] : 0.0f; });
+  math::for_each_index(ctx, x.size(), [=](std::size_t i) { p[i] = p[i] > 0.0f ? p[i] : 0.0f; });
 }
 
 /// dy = y > 0 ? dy : 0, in place; `y` is relu_forward's output.
-inline void relu_backward(std::span<float const> y, std::span<float> dy) {
+template <class Context>
+void relu_backward(Context const& ctx, std::span<float const> y, std::span<float> dy) {
   float const* out = y.data();
   float* g = dy.data();
-  math::for_each_index(dy.size(), [=](std::size_t i) { g[i] = out[i] > 0.0f ? g[i] : 0.0f; });
+  math::for_each_index(ctx, dy.size(), [=](std::size_t i) { g[i] = out[i] > 0.0f ? g[i] : 0.0f; });
 }
 
 }  // namespace convoy::nn

@@ -20,7 +20,8 @@ struct Adam {
   float beta2 = 0.999f;
   float epsilon = 1e-7f;
 
-  void apply(Update const& u) const {
+  template <class Context>
+  void apply(Context const& ctx, Update const& u) const {
     float* w = u.weights.data();
     float const* g = u.grads.data();
     float* m = u.slots[0];
@@ -30,7 +31,7 @@ struct Adam {
     float const alpha = static_cast<float>(learning_rate * std::sqrt(1.0 - std::pow(beta2, t)) /
                                            (1.0 - std::pow(beta1, t)));
     float const b1 = beta1, b2 = beta2, eps = epsilon, scale = u.grad_scale;
-    math::for_each_index(u.weights.size(), [=](std::size_t i) {
+    math::for_each_index(ctx, u.weights.size(), [=](std::size_t i) {
       float const gi = scale * g[i];
       m[i] = b1 * m[i] + (1.0f - b1) * gi;
       v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;

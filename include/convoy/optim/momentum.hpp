@@ -15,12 +15,13 @@ struct Momentum {
   float learning_rate = 0.01f;
   float momentum = 0.9f;
 
-  void apply(Update const& u) const {
+  template <class Context>
+  void apply(Context const& ctx, Update const& u) const {
     float* w = u.weights.data();
     float const* g = u.grads.data();
     float* v = u.slots[0];
     float const lr = learning_rate, mu = momentum, scale = u.grad_scale;
-    math::for_each_index(u.weights.size(), [=](std::size_t i) {
+    math::for_each_index(ctx, u.weights.size(), [=](std::size_t i) {
       v[i] = mu * v[i] + scale * g[i];
       w[i] -= lr * v[i];
     });

@@ -56,18 +56,25 @@ class Optimizer {
         0};
   }
 
-  /// One update of weights[begin, begin + grads.size()) with `state`'s matching slot ranges.
-  void apply(std::span<float> weights, std::span<float const> grads, OptimizerState& state,
-             std::size_t begin, float grad_scale, std::int64_t step) const {
-    if (state.slots.size() != slot_names().size()) {
+  /// One update of weights[begin, begin + grads.size()) with `state`'s matching slot ranges,
+  /// computed in `ctx`. Throws Error, changing nothing, when the state does not fit (another
+  /// optimizer's, or slots shorter than the range).
+  template <class Context>
+  void apply(Context const& ctx, std::span<float> weights, std::span<float const> grads,
+             OptimizerState& state, std::size_t begin, float grad_scale,
+             std::int64_t step) const {
+    bool fits = state.slots.size() == slot_names().size() && begin + grads.size() <= weights.size();
+    for (auto const& slot : state.slots) fits = fits && begin + grads.size() <= slot.size();
+    if (!fits) {
       throw Error("convoy: " + std::string(name()) + " needs " +
-                  std::to_string(slot_names().size()) + " slot arrays, the state has " +
+                  std::to_string(slot_names().size()) + " slot arrays of at least " +
+                  std::to_string(begin + grads.size()) + " floats, the state has " +
                   std::to_string(state.slots.size()) +
                   "; make the state with this optimizer's make_state()");
     }
     Update u{weights.subspan(begin, grads.size()), grads, {}, grad_scale, step};
     for (std::size_t s = 0; s < state.slots.size(); ++s) u.slots[s] = state.slots[s].data() + begin;
-    std::visit([&](auto const& o) { o.apply(u); }, any_);
+    std::visit([&](auto const& o) { o.apply(ctx, u); }, any_);
   }
 
  private:

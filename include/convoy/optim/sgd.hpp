@@ -14,11 +14,12 @@ struct Sgd {
   static constexpr std::array<std::string_view, 0> slot_names{};
   float learning_rate = 0.01f;
 
-  void apply(Update const& u) const {
+  template <class Context>
+  void apply(Context const& ctx, Update const& u) const {
     float* w = u.weights.data();
     float const* g = u.grads.data();
     float const step = learning_rate * u.grad_scale;
-    math::for_each_index(u.weights.size(), [=](std::size_t i) { w[i] -= step * g[i]; });
+    math::for_each_index(ctx, u.weights.size(), [=](std::size_t i) { w[i] -= step * g[i]; });
   }
   friend bool operator==(Sgd const&, Sgd const&) = default;
 };

@@ -3,9 +3,14 @@
 // `strict`.
 #pragma once
 
+#include <cstddef>
+#include <iostream>
+#include <string>
 #include <string_view>
 
 #include "../core/concepts.hpp"
+#include "../core/error.hpp"
+#include "../exec/host.hpp"
 
 namespace convoy::place {
 
@@ -17,7 +22,21 @@ struct Gpu {
   bool strict = false;  ///< true: throw PlacementError instead of falling back to the host
   bool log_placement = false;
 
+  using context_type = exec::Host;
+  /// The execution context replica `r` computes in.
+  exec::Host context(std::size_t) const { return {}; }
   int replica_count() const { return 1; }
+
+  /// Called once when a strategy is built: the device cannot be honoured in this build, so say so
+  /// once and run on the host, or throw PlacementError under strict placement.
+  void resolve() const {
+    std::string const what = "convoy: place::Gpu{device " + std::to_string(device) +
+                              "} cannot be honoured: this build has no CUDA backend";
+    if (strict) {
+      throw PlacementError(what + " (strict placement); use place::Host, or turn strict off");
+    }
+    std::clog << what << "; running on the host (/cpu:0) instead\n";
+  }
   friend bool operator==(Gpu const&, Gpu const&) = default;
 };
 static_assert(placement_policy<Gpu>);

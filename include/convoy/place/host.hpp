@@ -2,9 +2,11 @@
 // against.
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 
 #include "../core/concepts.hpp"
+#include "../exec/host.hpp"
 
 namespace convoy::place {
 
@@ -14,6 +16,9 @@ struct Host {
   static constexpr bool shared_weights = false;  ///< replicas hold their own weights
   bool log_placement = false;  ///< print where each variable lives and who computes
 
+  using context_type = exec::Host;
+  /// The execution context replica `r` computes in.
+  exec::Host context(std::size_t) const { return {}; }
   int replica_count() const { return 1; }
   friend bool operator==(Host const&, Host const&) = default;
 };

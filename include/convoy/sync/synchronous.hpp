@@ -4,20 +4,41 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "../core/concepts.hpp"
+#include "../core/error.hpp"
+#include "../core/snapshot.hpp"
+#include "aggregator.hpp"
 
 namespace convoy::sync {
 
 struct Synchronous {
   using policy_category = synchronization_tag;
+  using rules_type = Aggregator;
   static constexpr std::string_view name = "Synchronous";
-  int replicas_to_aggregate = 0;  ///< 0: all replicas
-  /// With M < replicas: the longest wait for the M-th gradient before a TimeoutError naming the
-  /// replicas that have not delivered. With every replica aggregated: how long a replica waits at a
-  /// step before it names, on std::clog, the replicas it is waiting for (repeated each period).
+  int replicas_to_aggregate = 0;  ///< M; 0: all replicas
+  /// The longest a replica may take over one step (its batch, forward_backward and its share of
+  /// the update) or wait for the M-th gradient; past it, run() throws a TimeoutError naming it.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+
+  /// Throws Error when M is outside 0..replicas or the timeout is not positive.
+  void check(std::size_t replicas) const {
+    if (replicas_to_aggregate < 0 || static_cast<std::size_t>(replicas_to_aggregate) > replicas) {
+      throw Error("convoy: replicas_to_aggregate is " + std::to_string(replicas_to_aggregate) +
+                  " but there are " + std::to_string(replicas) + " replicas; pick 1.." +
+                  std::to_string(replicas) + " (0: all)");
+    }
+    check_timeout(name, timeout);
+  }
+  Aggregator make_rules(Counters const& c) const {
+    std::size_t const n = c.local_steps.size();
+    return Aggregator(n, replicas_to_aggregate == 0 ? n : std::size_t(replicas_to_aggregate),
+                      c.global_step);
+  }
+  bool continue_after_error() const { return false; }
   friend bool operator==(Synchronous const&, Synchronous const&) = default;
 };
 static_assert(synchronization_policy<Synchronous>);

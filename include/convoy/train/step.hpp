@@ -10,27 +10,37 @@
 
 namespace convoy {
 
-/// What happened in one step. In synchronous training `step` counts updates of the model and
-/// `global_step` the gradients they used (replicas x steps; replicas_to_aggregate x steps when only
-/// M gradients are aggregated, dropped ones not counted); in asynchronous training `global_step` is
-/// the sum of all replicas' steps and `local_step` the reporting replica's.
+/// What happened in one update of the shared weights, as the replica that completed it saw it.
+/// Counters follow TensorFlow: `global_step` counts updates (one per aggregated step when
+/// synchronous, one per applied gradient when asynchronous), `local_step` the reporting replica's
+/// own steps.
 struct StepReport {
-  std::int64_t step = 0;         ///< updates applied to the weights so far
-  std::int64_t global_step = 0;  ///< gradients applied so far, over all replicas
+  std::int64_t global_step = 0;  ///< updates applied to the shared weights so far
   std::int64_t local_step = 0;   ///< the reporting replica's own steps so far
   std::size_t replica = 0;       ///< the reporting replica
   float loss = 0.0f;             ///< mean loss of the gradients in this update
   double seconds = 0.0;          ///< the reporting replica's compute time for its batch
+  std::int64_t applied = 0;      ///< gradients applied so far, over all replicas
   std::int64_t dropped = 0;      ///< late gradients dropped so far (replicas_to_aggregate)
+  std::int64_t batches = 0;      ///< batches computed so far, over all replicas (the data used)
   std::int64_t lead = 0;  ///< clocks the reporting replica was ahead of the slowest at its start
 };
 
-/// A run of training steps. `batch` is called on each replica's own thread; `after_step` is called
-/// by one thread at a time while the weights are consistent, so it may log, evaluate or checkpoint.
+/// A run of training steps. `batch` is called on each replica's own thread, and the Batch it returns
+/// must stay valid while that replica computes, even past run() when a stuck replica is abandoned
+/// (own the buffers through the function object). `after_step` is called by one thread at a time,
+/// at least one of `until` and `until_batches` is set, and a snapshot taken in it is consistent.
 struct RunPlan {
-  std::int64_t until = 0;  ///< stop when the step (sync) or global step (async) reaches this
+  std::int64_t until = 0;          ///< stop once global_step reaches this; 0: no limit
+  std::int64_t until_batches = 0;  ///< stop once the replicas have computed this many batches in
+                                   ///< all (a lock-step run: a multiple of the replicas); 0: no limit
   std::function<Batch(std::size_t replica, std::int64_t local_step)> batch;
   std::function<bool(StepReport const&)> after_step;  ///< false stops the run
+
+  /// True once `c` has reached a goal of the plan.
+  bool reached(std::int64_t global_step, std::int64_t batches) const {
+    return (until > 0 && global_step >= until) || (until_batches > 0 && batches >= until_batches);
+  }
 };
 
 }  // namespace convoy

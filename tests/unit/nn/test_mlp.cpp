@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+convoy::exec::Host const host;
+
 namespace {
 
 using convoy::Batch;
@@ -70,7 +72,7 @@ TEST_CASE("Dense forward is x W + b and backward gives x^T dy, column sums of dy
   // x = [[1, 0], [2, -1]]
   std::vector<float> const x{1, 0, 2, -1};
   std::vector<float> y(6, 123.0f);  // garbage: forward must overwrite it
-  dense.forward(vars, x, 2, y);
+  dense.forward(host, vars, x, 2, y);
   // Row 0: [1, 2, 3] + b = [1.5, 1, 5]. Row 1: [2-4, 4-5, 6-6] + b = [-1.5, -2, 2].
   std::vector<float> const expected_y{1.5f, 1.0f, 5.0f, -1.5f, -2.0f, 2.0f};
   for (std::size_t i = 0; i < 6; ++i) CHECK(y[i] == doctest::Approx(expected_y[i]));
@@ -79,7 +81,7 @@ TEST_CASE("Dense forward is x W + b and backward gives x^T dy, column sums of dy
   std::vector<float> const dy{1, 0, -1, 2, 1, 0};
   std::fill(vars.grads().begin(), vars.grads().end(), 77.0f);  // backward must overwrite, not add
   std::vector<float> dx(4, 55.0f);
-  dense.backward(vars, x, dy, 2, dx);
+  dense.backward(host, vars, x, dy, 2, dx);
   // dW = x^T dy = [[1*1 + 2*2, 1*0 + 2*1, 1*-1 + 2*0], [0*1 - 1*2, 0*0 - 1*1, 0*-1 - 1*0]]
   std::vector<float> const expected_dw{5, 2, -1, -2, -1, 0};
   auto const dw = vars.grad(dense.kernel());
@@ -96,7 +98,7 @@ TEST_CASE("Dense forward is x W + b and backward gives x^T dy, column sums of dy
   CHECK(dx[3] == doctest::Approx(13.0f));
 
   // Without dx only the parameter gradients are written.
-  dense.backward(vars, x, dy, 2, {});
+  dense.backward(host, vars, x, dy, 2, {});
   for (std::size_t i = 0; i < 6; ++i) CHECK(dw[i] == doctest::Approx(expected_dw[i]));
 }
 
@@ -121,12 +123,12 @@ TEST_CASE(
 TEST_CASE(
     "relu forward clamps at zero and backward passes gradients only where the output is positive") {
   std::vector<float> x{-2.0f, 0.0f, 3.0f, -0.5f, 1.5f};
-  convoy::nn::relu_forward(x);
+  convoy::nn::relu_forward(host, x);
   std::vector<float> const expected{0.0f, 0.0f, 3.0f, 0.0f, 1.5f};
   CHECK(x == expected);
 
   std::vector<float> dy{10.0f, 20.0f, 30.0f, 40.0f, 50.0f};
-  convoy::nn::relu_backward(x, dy);
+  convoy::nn::relu_backward(host, x, dy);
   std::vector<float> const expected_dy{0.0f, 0.0f, 30.0f, 0.0f, 50.0f};
   CHECK(dy == expected_dy);
 }
@@ -141,7 +143,7 @@ TEST_CASE("softmax_cross_entropy matches a hand computation and its gradient row
 
   double const e = std::exp(1.0);
   double const loss1 = std::log(e + e * e + e * e * e) - 1.0;
-  float const loss = convoy::nn::softmax_cross_entropy(logits, labels, 2, 3, grad);
+  float const loss = convoy::nn::softmax_cross_entropy(host, logits, labels, 2, 3, grad);
   CHECK(loss == doctest::Approx((std::log(2.0) + loss1) / 2.0).epsilon(1e-6));
 
   // Gradient of the mean: (softmax - onehot) / rows.
@@ -160,13 +162,13 @@ TEST_CASE("softmax_cross_entropy matches a hand computation and its gradient row
   // One row alone: the loss is ln 2 and the gradient is not divided.
   std::vector<float> one(3);
   float const single =
-      convoy::nn::softmax_cross_entropy(std::span(logits).first(3), labels, 1, 3, one);
+      convoy::nn::softmax_cross_entropy(host, std::span(logits).first(3), labels, 1, 3, one);
   CHECK(single == doctest::Approx(std::log(2.0)).epsilon(1e-6));
   CHECK(one[1] == doctest::Approx(-0.5).epsilon(1e-6));
 
   // Large logits do not overflow.
   std::vector<float> const big{1000.0f, 1000.0f + ln2, 1000.0f};
-  float const stable = convoy::nn::softmax_cross_entropy(big, labels, 1, 3, one);
+  float const stable = convoy::nn::softmax_cross_entropy(host, big, labels, 1, 3, one);
   CHECK(std::isfinite(stable));
   CHECK(stable == doctest::Approx(std::log(2.0)).epsilon(1e-4));
 }
@@ -297,9 +299,9 @@ TEST_CASE("Mlp::evaluate agrees with forward_backward and touches no gradient") 
 
   // Correct predictions, from logits computed layer by layer here.
   std::vector<float> hidden(6 * 7), logits(6 * 3);
-  mlp.layers()[0].forward(vars, data.features, 6, hidden);
-  convoy::nn::relu_forward(hidden);
-  mlp.layers()[1].forward(vars, hidden, 6, logits);
+  mlp.layers()[0].forward(host, vars, data.features, 6, hidden);
+  convoy::nn::relu_forward(host, hidden);
+  mlp.layers()[1].forward(host, vars, hidden, 6, logits);
   std::size_t correct = 0;
   for (std::size_t r = 0; r < 6; ++r) {
     auto const row = std::span(logits).subspan(r * 3, 3);

@@ -57,7 +57,7 @@ std::vector<float> run_whole(Optimizer const& opt, float grad_scale = 1.0f) {
   OptimizerState state = opt.make_state(n);
   for (int step = 1; step <= 3; ++step) {
     auto const g = gradients(step);
-    opt.apply(w, g, state, 0, grad_scale, step);
+    opt.apply(convoy::exec::Host{}, w, g, state, 0, grad_scale, step);
   }
   return w;
 }
@@ -117,7 +117,7 @@ TEST_CASE("Momentum matches v = mu v + g; w -= lr v") {
   OptimizerState state = Optimizer(momentum).make_state(n);
   std::vector<float> weights = initial_weights();
   for (int step = 1; step <= 3; ++step)
-    Optimizer(momentum).apply(weights, gradients(step), state, 0, 1.0f, step);
+    Optimizer(momentum).apply(convoy::exec::Host{}, weights, gradients(step), state, 0, 1.0f, step);
   REQUIRE(state.slots.size() == 1);
   for (std::size_t i = 0; i < n; ++i) CHECK(std::abs(state.slots[0][i] - v[i]) <= 1e-6);
 }
@@ -144,7 +144,7 @@ TEST_CASE("Adam matches the bias-corrected reference") {
   std::vector<float> once = initial_weights();
   OptimizerState state = Optimizer(adam).make_state(n);
   auto const g1 = gradients(1);
-  Optimizer(adam).apply(once, g1, state, 0, 1.0f, 1);
+  Optimizer(adam).apply(convoy::exec::Host{}, once, g1, state, 0, 1.0f, 1);
   for (std::size_t i = 0; i < n; ++i) {
     if (std::abs(g1[i]) < 1e-3f) continue;
     double const moved = static_cast<double>(initial_weights()[i]) - once[i];
@@ -169,10 +169,10 @@ TEST_CASE_TEMPLATE("applying over two chunks equals applying over the whole aren
     for (int step = 1; step <= 3; ++step) {
       auto const g = gradients(step);
       std::span<float const> const grads(g);
-      opt.apply(whole, grads, whole_state, 0, 0.5f, step);
+      opt.apply(convoy::exec::Host{}, whole, grads, whole_state, 0, 0.5f, step);
       // The second chunk first: chunks are independent.
-      opt.apply(chunked, grads.subspan(k), chunked_state, k, 0.5f, step);
-      opt.apply(chunked, grads.first(k), chunked_state, 0, 0.5f, step);
+      opt.apply(convoy::exec::Host{}, chunked, grads.subspan(k), chunked_state, k, 0.5f, step);
+      opt.apply(convoy::exec::Host{}, chunked, grads.first(k), chunked_state, 0, 0.5f, step);
     }
     CHECK(chunked == whole);
     CHECK(chunked_state.slots == whole_state.slots);
@@ -192,8 +192,8 @@ TEST_CASE_TEMPLATE("grad_scale works like pre-scaled gradients", T, Sgd, Momentu
       auto const g = gradients(step);
       std::vector<float> pre(g);
       for (float& x : pre) x *= scale;
-      opt.apply(scaled, g, scaled_state, 0, scale, step);
-      opt.apply(prescaled, pre, prescaled_state, 0, 1.0f, step);
+      opt.apply(convoy::exec::Host{}, scaled, g, scaled_state, 0, scale, step);
+      opt.apply(convoy::exec::Host{}, prescaled, pre, prescaled_state, 0, 1.0f, step);
     }
     for (std::size_t i = 0; i < n; ++i) CHECK(std::abs(scaled[i] - prescaled[i]) <= 1e-6f);
     if (scale == 0.25f) CHECK(scaled == prescaled);  // a power of two scales exactly

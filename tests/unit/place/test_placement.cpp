@@ -5,7 +5,13 @@
 #include <convoy/nn/mlp.hpp>
 #include <convoy/strategy.hpp>
 #include <sstream>
+#include <sched.h>
+#include <sys/wait.h>
+#include <temp_dir.hpp>
 #include <thread>
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
 
 using namespace convoy;
 
@@ -20,12 +26,42 @@ struct ClogCapture {
 
 }  // namespace
 
-TEST_CASE("replica counts: Host one, Mirrored and CentralStorage one per core unless told") {
-  auto const cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+TEST_CASE("replica counts: Host one, Mirrored and CentralStorage one per usable CPU unless told") {
   CHECK(place::Host{}.replica_count() == 1);
-  CHECK(place::Mirrored{}.replica_count() == cores);
   CHECK(place::Mirrored{.replicas = 3}.replica_count() == 3);
-  CHECK(place::CentralStorage{}.replica_count() == cores);
+  // Restricted to one CPU, the process gets one replica by default, whatever the machine has. In a
+  // child, so the test's own affinity is left alone.
+  pid_t const child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    bool const ok = sched_setaffinity(0, sizeof one, &one) == 0 &&
+                    place::Mirrored{}.replica_count() == 1 &&
+                    place::CentralStorage{}.replica_count() == 1;
+    std::_Exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("a cgroup CPU quota caps the default replica count") {
+  testing::TempDir root("cgroup");
+  auto write = [](std::filesystem::path const& file, std::string const& text) {
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream(file) << text;
+  };
+  CHECK(place::detail::cgroup_cpu_limit(root.path.string()) == 0);  // no files: no quota
+  write(root.path / "cpu" / "cpu.cfs_quota_us", "250000\n");       // cgroup v1: 2.5 CPUs
+  write(root.path / "cpu" / "cpu.cfs_period_us", "100000\n");
+  CHECK(place::detail::cgroup_cpu_limit(root.path.string()) == 3);
+  write(root.path / "cpu.max", "max 100000\n");  // cgroup v2 wins, and says: no quota
+  CHECK(place::detail::cgroup_cpu_limit(root.path.string()) == 0);
+  write(root.path / "cpu.max", "150000 100000\n");
+  CHECK(place::detail::cgroup_cpu_limit(root.path.string()) == 2);
 }
 
 TEST_CASE("the placement log names every variable, where it lives, and who computes") {
@@ -51,9 +87,10 @@ TEST_CASE("central storage logs one central copy; the log is off by default") {
             "mlp/layer1/kernel {4, 2} -> /cpu:0 (one central copy; replicas read it)") !=
         std::string::npos);
   // Replicas of a central-storage strategy share one arena.
-  CHECK(central.replica(0).variables().weights().data() ==
-        central.replica(1).variables().weights().data());
-  CHECK(central.weights().data() == central.replica(1).variables().weights().data());
+  auto& group = central.engine().state();
+  CHECK(group.replica(0).variables().weights().data() ==
+        group.replica(1).variables().weights().data());
+  CHECK(group.central().data() == group.replica(1).variables().weights().data());
 }
 
 TEST_CASE("a GPU placement falls back to the host with one log line, or fails when strict") {

@@ -9,11 +9,15 @@
 #include <convoy/strategy.hpp>
 #include <cstring>
 #include <latch>
+#include <feed.hpp>
+#include <random>
 #include <synthetic.hpp>
 #include <thread>
 #include <vector>
 
 using namespace convoy;
+using testing::Feed;
+using testing::plan;
 
 namespace {
 
@@ -23,25 +27,34 @@ struct Trace {
   std::vector<float> losses;
   std::vector<float> weights;
   std::int64_t global_step = 0;
+  std::int64_t applied = 0;
 };
 
 // Trains `steps` steps with a global batch of `batch` rows and records every step's loss.
+// `jitter_seed` > 0 makes every replica sleep a random 0-2 ms before each batch, so that the order
+// in which replicas arrive differs from run to run.
 template <class P, class S = sync::Synchronous>
 Trace train(P placement, std::size_t batch, std::int64_t steps,
-            optim::Optimizer opt = optim::Sgd{0.2f}, S sync = {}) {
+            optim::Optimizer opt = optim::Sgd{0.2f}, S sync = {}, unsigned jitter_seed = 0) {
   Strategy<nn::Mlp, P, comm::InProcess, S> strategy(nn::Mlp({12, 16, 3}), placement, {}, sync);
   strategy.set_optimizer(opt);
-  io::Sampler const sampler(data.rows(), batch, strategy.replicas(), 7);
-  std::vector<io::BatchBuffer> buffers(strategy.replicas());
+  Feed const feed(data, batch, strategy.replicas(), 7);
+  std::vector<std::mt19937> jitter;
+  for (std::size_t r = 0; r < strategy.replicas(); ++r) jitter.emplace_back(jitter_seed * 31 + r);
   Trace trace;
-  strategy.run({steps,
-                [&](std::size_t r, std::int64_t k) { return sampler.fill(data, r, k, buffers[r]); },
-                [&](StepReport const& report) {
-                  trace.losses.push_back(report.loss);
-                  return true;
-                }});
-  trace.weights.assign(strategy.weights().begin(), strategy.weights().end());
+  strategy.run(plan(
+      steps,
+      [&](std::size_t r, std::int64_t k) {
+        if (jitter_seed > 0) std::this_thread::sleep_for(std::chrono::microseconds(jitter[r]() % 2000));
+        return feed(r, k);
+      },
+      [&](StepReport const& report) {
+        trace.losses.push_back(report.loss);
+        return true;
+      }));
+  trace.weights = strategy.weights();
   trace.global_step = strategy.global_step();
+  trace.applied = strategy.counters().applied;
   return trace;
 }
 
@@ -64,7 +77,8 @@ TEST_CASE("N mirrored replicas match one replica on the N-times batch") {
     CAPTURE(replicas);
     Trace const many = train(place::Mirrored{.replicas = replicas}, 96, 30);
     check_close(many, one);
-    CHECK(many.global_step == 30 * replicas);
+    CHECK(many.global_step == 30);  // one update per step, as TensorFlow counts
+    CHECK(many.applied == 30 * replicas);
   }
   // The losses must actually move, or matching them would prove nothing.
   CHECK(one.losses.back() < 0.5f * one.losses.front());
@@ -82,9 +96,9 @@ TEST_CASE("central storage matches one replica, with every optimizer") {
   }
 }
 
-TEST_CASE("synchronous runs are bit-identical from run to run") {
-  Trace const a = train(place::Mirrored{.replicas = 3}, 96, 25);
-  Trace const b = train(place::Mirrored{.replicas = 3}, 96, 25);
+TEST_CASE("synchronous runs are bit-identical whatever order the replicas arrive in") {
+  Trace const a = train(place::Mirrored{.replicas = 3}, 96, 25, optim::Sgd{0.2f}, {}, 1);
+  Trace const b = train(place::Mirrored{.replicas = 3}, 96, 25, optim::Sgd{0.2f}, {}, 2);
   REQUIRE(a.weights.size() == b.weights.size());
   CHECK(std::memcmp(a.weights.data(), b.weights.data(), a.weights.size() * sizeof(float)) == 0);
   CHECK(std::memcmp(a.losses.data(), b.losses.data(), a.losses.size() * sizeof(float)) == 0);
@@ -93,21 +107,20 @@ TEST_CASE("synchronous runs are bit-identical from run to run") {
 TEST_CASE("every mirrored replica holds the same weights after each step") {
   Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> strategy(
       nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 3});
-  io::Sampler const sampler(data.rows(), 96, 3, 3);
-  std::vector<io::BatchBuffer> buffers(3);
-  bool identical = true;
-  strategy.run(
-      {10, [&](std::size_t r, std::int64_t k) { return sampler.fill(data, r, k, buffers[r]); },
-       [&](StepReport const&) {
-         for (std::size_t r = 1; r < 3; ++r) {
-           auto a = strategy.replica(0).variables().weights(),
-                b = strategy.replica(r).variables().weights();
-           identical = identical && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-         }
-         return true;
-       }});
-  CHECK(identical);
-  CHECK(strategy.step() == 10);
+  Feed const feed(data, 96, 3);
+  auto& group = strategy.engine().state();
+  int identical = 0;
+  strategy.run(plan(10, feed, [&](StepReport const&) {
+    bool same = true;
+    for (std::size_t r = 1; r < 3; ++r) {
+      auto a = group.replica(0).variables().weights(), b = group.replica(r).variables().weights();
+      same = same && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    }
+    identical += same ? 1 : 0;
+    return true;
+  }));
+  CHECK(identical == 10);
+  CHECK(strategy.global_step() == 10);
 }
 
 TEST_CASE("with replicas_to_aggregate a stalled replica does not stall the others") {
@@ -115,14 +128,13 @@ TEST_CASE("with replicas_to_aggregate a stalled replica does not stall the other
   Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> strategy(
       nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 3}, {},
       sync::Synchronous{.replicas_to_aggregate = 2, .timeout = 20s});
-  io::Sampler const sampler(data.rows(), 96, 3, 3);
-  std::vector<io::BatchBuffer> buffers(3);
+  Feed const feed(data, 96, 3);
   std::mutex mutex;
   std::condition_variable released;
   bool release = false;
   std::latch stalled(1);
   std::vector<std::size_t> contributors;
-  strategy.run({40,
+  strategy.run(plan(40,
                 [&](std::size_t r, std::int64_t k) {
                   if (r == 2) {  // replica 2 stalls until the others have finished all 40 steps
                     stalled.count_down();
@@ -131,21 +143,21 @@ TEST_CASE("with replicas_to_aggregate a stalled replica does not stall the other
                   } else if (k == 0) {
                     stalled.wait();  // the others start once replica 2 is stuck inside step 1
                   }
-                  return sampler.fill(data, r, k, buffers[r]);
+                  return feed(r, k);
                 },
                 [&](StepReport const& report) {
                   contributors.push_back(report.replica);
-                  if (report.step == 40) {
+                  if (report.global_step == 40) {
                     std::lock_guard lock(mutex);
                     release = true;
                     released.notify_all();
                   }
                   return true;
-                }});
-  CHECK(strategy.step() == 40);
-  CHECK(strategy.global_step() == 80);  // two gradients per step
-  CHECK(strategy.dropped() == 1);       // the stalled replica's gradient came too late
-  CHECK(strategy.replica_steps()[2] == 1);
+                }));
+  CHECK(strategy.global_step() == 40);
+  CHECK(strategy.counters().applied == 80);  // two gradients per step
+  CHECK(strategy.counters().dropped == 1);   // the stalled replica's gradient came too late
+  CHECK(strategy.counters().local_steps[2] == 1);
   for (auto r : contributors) CHECK(r != 2);
 }
 
@@ -155,34 +167,30 @@ TEST_CASE(
   Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> strategy(
       nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 3}, {},
       sync::Synchronous{.replicas_to_aggregate = 2, .timeout = 200ms});
-  io::Sampler const sampler(data.rows(), 96, 3, 3);
-  std::vector<io::BatchBuffer> buffers(3);
+  Feed const feed(data, 96, 3);
   auto run = [&] {
-    strategy.run({5,
-                  [&](std::size_t r, std::int64_t k) {
-                    if (r != 0) std::this_thread::sleep_for(1500ms);  // two of three replicas stall
-                    return sampler.fill(data, r, k, buffers[r]);
-                  },
-                  {}});
+    strategy.run(plan(5, [feed](std::size_t r, std::int64_t k) {
+      if (r != 0) std::this_thread::sleep_for(1500ms);  // two of three replicas stall
+      return feed(r, k);
+    }));
   };
-  CHECK_THROWS_WITH_AS(run(), doctest::Contains("replicas 1, 2 have not delivered"), TimeoutError);
+  // Either replica 0's wait for a second gradient or the stalled replicas' own step times out
+  // first; both name replicas 1 and 2.
+  CHECK_THROWS_WITH_AS(run(), doctest::Contains("1, 2"), TimeoutError);
 }
 
 TEST_CASE("an error in one replica stops the run and reaches the caller") {
   Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> strategy(
       nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 2});
-  io::Sampler const sampler(data.rows(), 96, 2, 3);
-  std::vector<io::BatchBuffer> buffers(2);
+  Feed const feed(data, 96, 2);
   auto run = [&] {
-    strategy.run({50,
-                  [&](std::size_t r, std::int64_t k) {
-                    if (r == 1 && k == 3) throw DatasetError("replica 1 ran out of data");
-                    return sampler.fill(data, r, k, buffers[r]);
-                  },
-                  {}});
+    strategy.run(plan(50, [&](std::size_t r, std::int64_t k) {
+      if (r == 1 && k == 3) throw DatasetError("replica 1 ran out of data");
+      return feed(r, k);
+    }));
   };
   CHECK_THROWS_WITH_AS(run(), "replica 1 ran out of data", DatasetError);
-  CHECK(strategy.step() == 3);
+  CHECK(strategy.global_step() == 3);
 }
 
 TEST_CASE("replicas_to_aggregate outside 0..replicas is refused") {
@@ -195,7 +203,7 @@ TEST_CASE("replicas_to_aggregate outside 0..replicas is refused") {
 
 TEST_CASE("the fused exchange updates and broadcasts every chunk, in and out of the caches") {
   // One arena small enough for ordinary stores and one large enough for streaming stores.
-  for (std::size_t floats : {std::size_t{100003}, comm::detail::streaming_floats + 1000}) {
+  for (std::size_t floats : {std::size_t{100003}, comm::in_process::streaming_floats + 1000}) {
     CAPTURE(floats);
     std::size_t const replicas = 3;
     std::vector<std::vector<float>> grads(replicas, std::vector<float>(floats));
@@ -213,8 +221,8 @@ TEST_CASE("the fused exchange updates and broadcasts every chunk, in and out of 
       for (std::size_t u = 0; u < replicas; ++u) {
         if (u != t) destinations.push_back(weights[u].data());
       }
-      auto [b, e] = comm::detail::chunk_bounds(floats, replicas, t);
-      comm::detail::reduce_apply_broadcast(grad_ptrs, b, e, destinations, floats, sgd, slots, 1);
+      auto [b, e] = comm::in_process::chunk_bounds(floats, replicas, t);
+      comm::in_process::reduce_apply_broadcast(exec::Host{}, grad_ptrs, b, e, destinations, floats, sgd, slots, 1);
     }
     std::size_t wrong = 0;
     for (std::size_t i = 0; i < floats; ++i) {

@@ -1,5 +1,5 @@
-// The synchronous in-process engine: replicas are threads that meet at a barrier after computing
-// their gradients; thread t then sums chunk t of every replica's gradients, applies the optimizer
+// The lock-step in-process loop (Synchronous aggregating every replica): replicas are threads that
+// meet at a barrier after computing their gradients; thread t then sums chunk t of every replica's gradients, applies the optimizer
 // to chunk t (reduce-scatter) and, when each replica keeps its own weights, writes the updated
 // chunk into every replica (all-gather), block by block in one pass; a second barrier ends the
 // step. Sums run in replica order, so runs are bit-identical.
@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #if defined(__SSE__)
 #include <immintrin.h>
 #endif
@@ -18,12 +19,13 @@
 #include <thread>
 #include <vector>
 
-#include "../../math/host.hpp"
+#include "../../core/concepts.hpp"
+#include "../../optim/optimizer.hpp"
 #include "../../train/step.hpp"
-#include "replica_state.hpp"
+#include "replica_threads.hpp"
 #include "step_barrier.hpp"
 
-namespace convoy::comm::detail {
+namespace convoy::comm::in_process {
 
 /// Arenas from this size on are broadcast with non-temporal stores: they do not fit in the caches,
 /// so reading each destination line before overwriting it (what an ordinary store does) only adds
@@ -63,18 +65,24 @@ inline void sum_block(std::span<float const* const> sources, std::size_t offset,
 /// other `weights` arenas while it is still in L1: reduce-scatter and all-gather in one pass, with
 /// the update fused in, so the summed gradients are never written to memory and no replica has to
 /// read back what another updated.
-inline void reduce_apply_broadcast(std::span<float const* const> grads, std::size_t begin,
+template <class Context>
+void reduce_apply_broadcast(Context const& ctx, std::span<float const* const> grads, std::size_t begin,
                                    std::size_t end, std::span<float* const> weights,
                                    std::size_t arena_size, optim::Optimizer const& opt,
                                    optim::OptimizerState& slots, std::int64_t update) {
   alignas(64) std::array<float, reduce_block> acc;
   float const scale = 1.0f / static_cast<float>(grads.size());
   std::span<float> const updated(weights[0], arena_size);
+  if (grads.size() == 1 && weights.size() == 1) {  // one replica: nothing to sum or broadcast
+    opt.apply(ctx, updated, std::span<float const>(grads[0] + begin, end - begin), slots, begin,
+              1.0f, update);
+    return;
+  }
   bool const streaming = arena_size >= streaming_floats;
   for (std::size_t at = begin; at < end; at += reduce_block) {
     std::size_t const count = std::min(reduce_block, end - at);
     sum_block(grads, at, count, acc.data());
-    opt.apply(updated, std::span<float const>(acc.data(), count), slots, at, scale, update);
+    opt.apply(ctx, updated, std::span<float const>(acc.data(), count), slots, at, scale, update);
     for (std::size_t d = 1; d < weights.size(); ++d)
       copy_block(weights[d] + at, weights[0] + at, count, streaming);
   }
@@ -95,111 +103,109 @@ inline std::vector<float*> mirrored_destinations(std::span<float* const> weights
   return out;
 }
 
-/// Runs `plan` with one thread per replica (the calling thread is replica 0). Blocks until the run
-/// ends; rethrows the first exception a replica raised after every thread has stopped. A replica
-/// that keeps the others waiting longer than `timeout` is named on std::clog. The optimizer state
-/// must match the optimizer (Strategy::run checks), so nothing past forward_backward can throw.
-template <class M>
-void run_allreduce(ReplicaState<M>& s, RunPlan const& plan, bool shared_weights,
-                   std::chrono::milliseconds timeout) {
-  std::size_t const replicas = s.replicas.size();
-  std::size_t const n = s.replicas[0].variables().element_count();
-  if (s.step >= plan.until) return;
+/// Runs `plan` in lock step: one thread per replica, two barriers a step. Blocks until the run
+/// ends. Returns the replicas abandoned for outlasting `timeout` (their threads still run); else
+/// rethrows the first exception any replica, the optimizer or after_step raised, once every thread
+/// has stopped.
+template <class Group>
+std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
+                                       std::shared_ptr<RunPlan const> const& plan_ptr,
+                                       std::chrono::milliseconds timeout) {
+  Group& g = *group_ptr;
+  RunPlan const& plan = *plan_ptr;
+  std::size_t const replicas = g.size();
+  std::size_t const n = g.layout().element_count();
+  auto& counters = g.counters();
+  if (plan.reached(counters.global_step, counters.batches())) return {};
 
   std::vector<float const*> grads(replicas);
   std::vector<float*> weights(replicas);
   for (std::size_t r = 0; r < replicas; ++r) {
-    grads[r] = s.replicas[r].variables().grads().data();
-    weights[r] = s.replicas[r].variables().weights().data();
+    grads[r] = g.variables(r).grads().data();
+    weights[r] = g.variables(r).weights().data();
   }
   // Where each thread's chunk goes: the central copy, or every replica's weights.
   std::vector<std::vector<float*>> destinations(replicas);
   for (std::size_t r = 0; r < replicas; ++r) {
-    destinations[r] =
-        shared_weights ? std::vector<float*>{s.central.data()} : mirrored_destinations(weights, r);
+    destinations[r] = g.has_central() ? std::vector<float*>{g.central().data()}
+                                      : mirrored_destinations(weights, r);
   }
   std::vector<float> losses(replicas);
   std::vector<double> seconds(replicas);
   FirstError error;
   std::atomic<bool> failed{false};
   bool stop = false;  // written only by a barrier's completion, read after the barrier
-  StepBarrier barrier(replicas, timeout);
+  StepBarrier barrier(replicas);
+  auto watch = std::make_shared<Watch>(replicas, timeout);
 
   auto after_gradients = [&]() noexcept {
     if (failed.load()) stop = true;
   };
   auto after_update = [&]() noexcept {
-    ++s.step;
-    ++s.slots.updates;
-    s.global_step += static_cast<std::int64_t>(replicas);
-    for (auto& local : s.local_steps) ++local;
+    if (failed.load()) {
+      stop = true;
+      return;
+    }
+    ++g.slots().updates;
+    ++counters.global_step;
+    counters.applied += static_cast<std::int64_t>(replicas);
+    for (auto& local : counters.local_steps) ++local;
     float loss = 0.0f;
     for (float l : losses) loss += l;
-    StepReport const report{.step = s.step,
-                            .global_step = s.global_step,
-                            .local_step = s.local_steps[0],
+    StepReport const report{.global_step = counters.global_step,
+                            .local_step = counters.local_steps[0],
                             .replica = 0,
                             .loss = loss / static_cast<float>(replicas),
                             .seconds = seconds[0],
-                            .dropped = s.dropped};
+                            .applied = counters.applied,
+                            .dropped = counters.dropped,
+                            .batches = counters.batches()};
     try {
       if (plan.after_step && !plan.after_step(report)) stop = true;
     } catch (...) {
       error.capture();
       stop = true;
     }
-    if (s.step >= plan.until) stop = true;
+    if (plan.reached(counters.global_step, counters.batches())) stop = true;
   };
   auto replica_loop = [&](std::size_t r) {
-    auto& model = s.replicas[r];
+    // What this thread touches after a step it may be abandoned in is held here, on its own stack.
+    auto const keep_group = group_ptr;
+    auto const keep_plan = plan_ptr;
+    auto const keep_watch = watch;
+    auto const model = g.handle(r);
+    auto const ctx = g.context(r);
+    auto const scope = ctx.enter();
     auto [begin, end] = chunk_bounds(n, replicas, r);
     for (;;) {
+      keep_watch->begin(r);
       try {
-        Batch const batch = plan.batch(r, s.local_steps[r]);
+        Batch const batch = keep_plan->batch(r, counters.local_steps[r]);
         auto const start = std::chrono::steady_clock::now();
-        losses[r] = static_cast<float>(model.forward_backward(batch));
+        losses[r] = forward_backward_in(*model, batch, ctx);
         seconds[r] =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       } catch (...) {
         error.capture();
         failed = true;
       }
-      barrier.arrive_and_wait(r, after_gradients);
-      if (stop) return;
-      reduce_apply_broadcast(grads, begin, end, destinations[r], n, s.optimizer, s.slots,
-                             s.slots.updates + 1);
-      barrier.arrive_and_wait(r, after_update);
-      if (stop) return;
+      if (!keep_watch->end(r)) return;  // abandoned: the run and its state are gone
+      if (!barrier.arrive_and_wait(after_gradients) || stop) return;
+      keep_watch->begin(r);
+      try {
+        reduce_apply_broadcast(ctx, grads, begin, end, destinations[r], n, g.optimizer(),
+                               g.slots(), g.slots().updates + 1);
+      } catch (...) {
+        error.capture();
+        failed = true;
+      }
+      if (!keep_watch->end(r)) return;
+      if (!barrier.arrive_and_wait(after_update) || stop) return;
     }
   };
-  run_on_replica_threads(replicas, replica_loop);
-  error.rethrow();
+  auto const stuck = run_replica_threads(replicas, watch, replica_loop, [&] { barrier.abort(); });
+  if (stuck.empty()) error.rethrow();
+  return stuck;
 }
 
-/// One replica on the calling thread: compute, update, report. No barrier, no copy.
-template <class M>
-void run_single(ReplicaState<M>& s, RunPlan const& plan) {
-  math::OneThreadPerReplica const one_thread;
-  auto& vars = s.replicas[0].variables();
-  while (s.step < plan.until) {
-    Batch const batch = plan.batch(0, s.local_steps[0]);
-    auto const start = std::chrono::steady_clock::now();
-    float const loss = static_cast<float>(s.replicas[0].forward_backward(batch));
-    double const seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    s.optimizer.apply(vars.weights(), vars.grads(), s.slots, 0, 1.0f, s.slots.updates + 1);
-    ++s.slots.updates;
-    ++s.step;
-    ++s.global_step;
-    ++s.local_steps[0];
-    StepReport const report{.step = s.step,
-                            .global_step = s.global_step,
-                            .local_step = s.local_steps[0],
-                            .loss = loss,
-                            .seconds = seconds,
-                            .dropped = s.dropped};
-    if (plan.after_step && !plan.after_step(report)) return;
-  }
-}
-
-}  // namespace convoy::comm::detail
+}  // namespace convoy::comm::in_process

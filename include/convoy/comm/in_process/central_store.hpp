@@ -1,0 +1,359 @@
+// The central store: the in-process engine for everything that is not lock step (asynchronous
+// updates, bounded staleness, and synchronous steps that aggregate the first M of R gradients).
+// The central weights are the truth, cut into chunks that each have their own lock: a replica
+// pulls a copy chunk by chunk, computes on it without any lock, and applies (or adds) its gradients
+// chunk by chunk, so two replicas update different chunks at the same time and the serial part of
+// an update is a counter increment. The Sync policy's rule object decides who may start and what
+// an arriving gradient does; the store only moves floats.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../../core/concepts.hpp"
+#include "../../core/detail/aligned_allocator.hpp"
+#include "../../core/error.hpp"
+#include "../../sync/rules.hpp"
+#include "../../train/step.hpp"
+#include "replica_threads.hpp"
+
+namespace convoy::comm::in_process {
+
+/// An arena cut into chunks under locks of their own. Locks striped by chunk rather than relaxed
+/// atomic writes (Hogwild): every chunk of a pulled copy is one consistent state, each update of a
+/// chunk is whole, and Adam's slots stay coherent with the weights they belong to.
+class StripedArena {
+ public:
+  /// Chunks of at least 4096 floats (16 KiB: a lock per chunk costs nothing beside the copy), at
+  /// most 64 of them.
+  StripedArena(std::span<float> arena, std::size_t replicas)
+      : arena_(arena),
+        chunks_(std::clamp<std::size_t>(arena.size() / 4096, 1, 64)),
+        locks_(std::make_unique<std::mutex[]>(chunks_)),
+        replicas_(std::max<std::size_t>(replicas, 1)) {}
+
+  /// Calls f(begin, end) for every chunk under its lock, starting at a chunk that depends on
+  /// `replica`, so replicas that update at the same time start apart instead of queueing.
+  template <class F>
+  void for_each_chunk(std::size_t replica, F&& f) const {
+    std::size_t const first = replica * chunks_ / replicas_;
+    for (std::size_t i = 0; i < chunks_; ++i) {
+      std::size_t const k = (first + i) % chunks_;
+      auto const [begin, end] = chunk_bounds(arena_.size(), chunks_, k);
+      if (begin == end) continue;
+      std::lock_guard lock(locks_[k]);
+      f(begin, end);
+    }
+  }
+  std::span<float> arena() const { return arena_; }
+
+ private:
+  std::span<float> arena_;
+  std::size_t chunks_;
+  std::unique_ptr<std::mutex[]> locks_;
+  std::size_t replicas_;
+};
+
+/// Runs `plan` on the central store under `sync`'s rules: one thread per replica. Blocks until the
+/// run ends. Returns the replicas abandoned for outlasting the policy's timeout; else rethrows the
+/// first error, or, when the policy carries on after errors, throws ReplicaError naming every
+/// replica that failed (each was logged on std::clog when it failed) once the others are done.
+template <class Group, class Sync>
+std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_ptr,
+                                           std::shared_ptr<RunPlan const> const& plan_ptr,
+                                           Sync const& policy) {
+  using clock = std::chrono::steady_clock;
+  Group& g = *group_ptr;
+  RunPlan const& plan = *plan_ptr;
+  std::size_t const replicas = g.size();
+  std::size_t const n = g.layout().element_count();
+  auto& counters = g.counters();
+  auto rules = policy.make_rules(counters);
+  bool const one_per_update = rules.gradients_per_update() == 1;
+  bool const carry_on = policy.continue_after_error();
+
+  StripedArena const weights(g.central(), replicas);
+  convoy::detail::AlignedVector<float> sum_storage(one_per_update ? 0 : n, 0.0f);
+  StripedArena const sum(sum_storage, replicas);
+
+  std::mutex mutex;  // guards rules, counters and the fields below
+  std::condition_variable changed;
+  std::mutex report_mutex;  // after_step: one call at a time, outside the other locks
+  bool stop = false;
+  std::int64_t claimed = counters.batches();  // batches handed out, computed or not
+  std::int64_t promised = counters.global_step;  // one-per-update: updates handed out
+  std::size_t computing = 0;                  // replicas between claim and delivery
+  float loss_sum = 0.0f;
+  FirstError error;
+  std::vector<std::size_t> failed;
+  auto watch = std::make_shared<Watch>(replicas, policy.timeout);
+
+  // With the mutex held.
+  auto finished = [&] {
+    return stop || plan.reached(one_per_update ? promised : counters.global_step, claimed);
+  };
+  auto fail_all = [&](std::exception_ptr what) {
+    error.capture(std::move(what));
+    stop = true;
+    changed.notify_all();
+  };
+  auto report = [&](StepReport const& r) {
+    std::lock_guard lock(report_mutex);
+    bool keep_going = true;
+    try {
+      keep_going = !plan.after_step || plan.after_step(r);
+    } catch (...) {
+      std::lock_guard state(mutex);
+      fail_all(std::current_exception());
+      return;
+    }
+    if (!keep_going) {
+      std::lock_guard state(mutex);
+      stop = true;
+      changed.notify_all();
+    }
+  };
+  // Applies `grads` (scaled) to the central weights as update number `update`, chunk by chunk;
+  // zeroes each chunk of the sum once applied when the gradients are the sum.
+  auto apply = [&](auto const& ctx, std::size_t r, std::span<float const> grads, float scale,
+                   std::int64_t update, bool from_sum) {
+    weights.for_each_chunk(r, [&](std::size_t b, std::size_t e) {
+      g.optimizer().apply(ctx, weights.arena(), grads.subspan(b, e - b), g.slots(), b, scale,
+                          update);
+      if (from_sum) std::fill(sum_storage.begin() + b, sum_storage.begin() + e, 0.0f);
+    });
+  };
+
+  auto replica_loop = [&](std::size_t r) {
+    // What this thread touches after a step it may be abandoned in is held here, on its own stack.
+    auto const keep_group = group_ptr;
+    auto const keep_plan = plan_ptr;
+    auto const keep_watch = watch;
+    auto const model = g.handle(r);
+    auto const ctx = g.context(r);
+    auto const scope = ctx.enter();
+    auto& vars = model->variables();
+    auto retire = [&] {
+      std::lock_guard lock(mutex);
+      rules.retire(r);
+      changed.notify_all();
+    };
+    for (;;) {
+      std::int64_t tag = 0, lead = 0, local = 0;
+      {
+        std::unique_lock lock(mutex);
+        if (finished()) break;
+        if (!rules.may_start(r)) {
+          bool const ok = changed.wait_for(lock, policy.timeout,
+                                           [&] { return finished() || rules.may_start(r); });
+          if (!ok) {
+            fail_all(std::make_exception_ptr(TimeoutError(
+                "convoy: replica " + std::to_string(r) + " waited " +
+                std::to_string(policy.timeout.count()) + " ms under " + std::string(Sync::name) +
+                " for " + rules.waiting_for(r))));
+          }
+          if (finished()) break;
+        }
+        if constexpr (requires { rules.lead(r); }) lead = rules.lead(r);
+        ++claimed;
+        ++promised;
+        ++computing;
+        tag = rules.open_step();
+        local = counters.local_steps[r];
+      }
+      weights.for_each_chunk(r, [&](std::size_t b, std::size_t e) {
+        std::copy(weights.arena().begin() + b, weights.arena().begin() + e,
+                  vars.weights().begin() + b);
+      });
+
+      float loss = 0.0f;
+      double seconds = 0.0;
+      keep_watch->begin(r);
+      try {
+        Batch const batch = keep_plan->batch(r, local);
+        auto const start = clock::now();
+        loss = forward_backward_in(*model, batch, ctx);
+        seconds = std::chrono::duration<double>(clock::now() - start).count();
+      } catch (...) {
+        if (!keep_watch->end(r)) return;
+        std::unique_lock lock(mutex);
+        --claimed;  // the batch goes back: another replica trains on it
+        --promised;
+        --computing;
+        if (!carry_on) {
+          fail_all(std::current_exception());
+          break;
+        }
+        std::string what = "unknown error";
+        try {
+          throw;
+        } catch (std::exception const& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        std::clog << "convoy: replica " << r << " failed and stops; the others carry on: " << what
+                  << std::endl;
+        error.capture();
+        failed.push_back(r);
+        lock.unlock();
+        break;
+      }
+      if (!keep_watch->end(r)) return;  // abandoned: the run and its state are gone
+
+      sync::Admission admission;
+      std::int64_t update = 0;
+      {
+        std::shared_lock gate(g.gate());  // counters change: not while a snapshot reads them
+        std::lock_guard lock(mutex);
+        --computing;
+        if (stop) break;
+        ++counters.local_steps[r];
+        admission = rules.admit(r, tag);
+        if (admission == sync::Admission::drop) {
+          ++counters.dropped;
+          changed.notify_all();
+          continue;
+        }
+        if (admission == sync::Admission::apply) update = ++g.slots().updates;
+      }
+      keep_watch->begin(r);
+      if (admission == sync::Admission::apply) {
+        StepReport done;
+        try {
+          std::shared_lock gate(g.gate());
+          apply(ctx, r, vars.grads(), 1.0f, update, false);
+          std::lock_guard lock(mutex);
+          ++counters.global_step;
+          ++counters.applied;
+          rules.applied(r);
+          done = {.global_step = counters.global_step,
+                  .local_step = counters.local_steps[r],
+                  .replica = r,
+                  .loss = loss,
+                  .seconds = seconds,
+                  .applied = counters.applied,
+                  .dropped = counters.dropped,
+                  .batches = counters.batches(),
+                  .lead = lead};
+          changed.notify_all();
+        } catch (...) {
+          if (!keep_watch->end(r)) return;
+          std::lock_guard lock(mutex);
+          fail_all(std::current_exception());
+          break;
+        }
+        if (!keep_watch->end(r)) return;
+        report(done);
+        continue;
+      }
+
+      // accumulate: add to the open step's sum; the M-th to finish adding applies it.
+      bool complete = false;
+      StepReport done;
+      try {
+        {
+          std::shared_lock gate(g.gate());
+          auto const grads = vars.grads();
+          sum.for_each_chunk(r, [&](std::size_t b, std::size_t e) {
+            for (std::size_t i = b; i < e; ++i) sum_storage[i] += grads[i];
+          });
+        }
+        {
+          std::lock_guard lock(mutex);
+          loss_sum += loss;
+          complete = rules.accumulated(r);
+          if (complete) update = ++g.slots().updates;
+        }
+        if (complete) {
+          std::shared_lock gate(g.gate());
+          auto const m = rules.gradients_per_update();
+          float const scale = 1.0f / static_cast<float>(m);
+          apply(ctx, r, sum_storage, scale, update, true);
+          std::lock_guard lock(mutex);
+          ++counters.global_step;
+          counters.applied += static_cast<std::int64_t>(m);
+          rules.applied(r);
+          done = {.global_step = counters.global_step,
+                  .local_step = counters.local_steps[r],
+                  .replica = r,
+                  .loss = loss_sum * scale,
+                  .seconds = seconds,
+                  .applied = counters.applied,
+                  .dropped = counters.dropped,
+                  .batches = counters.batches()};
+          loss_sum = 0.0f;
+          changed.notify_all();
+        }
+      } catch (...) {
+        if (!keep_watch->end(r)) return;
+        std::lock_guard lock(mutex);
+        fail_all(std::current_exception());
+        break;
+      }
+      if (!keep_watch->end(r)) return;
+      if (complete) {
+        report(done);
+        continue;
+      }
+      // Wait for the step to be applied, so that the next pull sees it. At the end of a run, when
+      // no replica is computing any more, the step can never complete: its gradients are dropped.
+      std::unique_lock lock(mutex);
+      bool const ok = changed.wait_for(lock, policy.timeout, [&] {
+        return stop || rules.open_step() != tag || (finished() && computing == 0);
+      });
+      if (!ok) {
+        fail_all(std::make_exception_ptr(TimeoutError(
+            "convoy: synchronous step waited " + std::to_string(policy.timeout.count()) +
+            " ms: " + rules.waiting_for(r))));
+        break;
+      }
+      if (rules.open_step() == tag && !stop) {  // abandoned at the end of the run
+        if constexpr (requires { rules.discard(); }) {
+          counters.dropped += static_cast<std::int64_t>(rules.discard());
+        }
+        changed.notify_all();
+        break;
+      }
+    }
+    retire();
+  };
+
+  g.set_at_rest(false);
+  auto const stuck = run_replica_threads(replicas, watch, replica_loop, [&] {
+    std::lock_guard lock(mutex);
+    stop = true;
+    changed.notify_all();
+  });
+  g.set_at_rest(true);
+  if (!stuck.empty()) return stuck;
+  g.publish_central();
+  if (!failed.empty() && carry_on) {
+    std::sort(failed.begin(), failed.end());
+    std::string what;
+    try {
+      error.rethrow();
+    } catch (std::exception const& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    throw ReplicaError("convoy: " + name_replicas(failed) + " of " + std::to_string(replicas) +
+                           " failed during the asynchronous run; the others trained on to global "
+                           "step " +
+                           std::to_string(counters.global_step) + ". First error: " + what,
+                       failed);
+  }
+  error.rethrow();
+  return {};
+}
+
+}  // namespace convoy::comm::in_process

@@ -1,0 +1,225 @@
+// ReplicaGroup: what every engine of one process trains: the replicas (copies of the user's model),
+// the central weights when the engine keeps one, the optimizer and its slots, and the counters.
+// It answers for all of them by name (snapshot, restore, set_weights), checking everything before
+// it changes anything, so an engine need only write its run loop.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <shared_mutex>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../core/concepts.hpp"
+#include "../core/detail/aligned_allocator.hpp"
+#include "../core/error.hpp"
+#include "../core/snapshot.hpp"
+#include "../core/variables.hpp"
+#include "../optim/optimizer.hpp"
+
+namespace convoy::comm {
+
+template <class Model, class Placement>
+class ReplicaGroup {
+ public:
+  using context_type = typename Placement::context_type;
+
+  /// Builds `placement.replica_count()` replicas by copy-constructing `prototype` (never by
+  /// assignment, so models with const members work), and a central copy of the weights when
+  /// `central` is set. Replica r's generator is reseeded from the prototype's so that replicas
+  /// draw different streams. Throws PlacementError when the placement cannot be honoured.
+  ReplicaGroup(Model prototype, Placement placement, bool central) : placement_(placement) {
+    if constexpr (requires { placement_.resolve(); }) placement_.resolve();
+    auto const count = static_cast<std::size_t>(std::max(1, placement_.replica_count()));
+    std::uint64_t const base_seed = prototype.variables().rng()();
+    replicas_.reserve(count);
+    for (std::size_t r = 0; r < count; ++r) {
+      replicas_.push_back(std::make_shared<Model>(prototype));
+      replicas_[r]->variables().rng().seed(base_seed + 0x9E3779B97F4A7C15ULL * r);
+    }
+    if (central) {
+      auto const w = layout().weights();
+      central_.assign(w.begin(), w.end());
+    }
+    counters_.local_steps.assign(count, 0);
+    set_optimizer(optim::Sgd{});
+  }
+
+  ReplicaGroup(ReplicaGroup const&) = delete;
+  ReplicaGroup& operator=(ReplicaGroup const&) = delete;
+
+  std::size_t size() const { return replicas_.size(); }
+  Placement const& placement() const { return placement_; }
+  context_type context(std::size_t r) const { return placement_.context(r); }
+  Model& replica(std::size_t r) { return *replicas_[r]; }
+  /// Shared ownership of replica r, for a thread that may outlive a run (see StuckReplicas).
+  std::shared_ptr<Model> const& handle(std::size_t r) const { return replicas_[r]; }
+  Variables& variables(std::size_t r) { return replicas_[r]->variables(); }
+  /// Replica 0's Variables: names, shapes and offsets. A model need only offer a non-const
+  /// variables(), which does not change it, hence the cast.
+  Variables const& layout() const { return replicas_[0]->variables(); }
+
+  bool has_central() const { return !central_.empty(); }
+  std::span<float> central() { return central_; }
+  /// CentralStorage in lock step: every replica reads and writes the central copy itself.
+  void bind_replicas_to_central() {
+    for (auto& r : replicas_) r->variables().bind_weights(central_);
+    bound_ = true;
+  }
+
+  optim::Optimizer const& optimizer() const { return optimizer_; }
+  optim::OptimizerState& slots() { return slots_; }
+  /// Replaces the optimizer and zeroes its slots.
+  void set_optimizer(optim::Optimizer optimizer) {
+    optimizer_ = optimizer;
+    slots_ = optimizer.make_state(layout().element_count());
+  }
+  /// Throws Error when the slots do not fit the optimizer and the model (call before a run).
+  void check_optimizer_state() const {
+    bool fits = slots_.slots.size() == optimizer_.slot_names().size();
+    for (auto const& slot : slots_.slots) fits = fits && slot.size() == layout().element_count();
+    if (!fits) {
+      throw Error("convoy: the optimizer state does not fit " + std::string(optimizer_.name()) +
+                  " and the model's " + std::to_string(layout().element_count()) +
+                  " weights; set it with set_optimizer()");
+    }
+  }
+
+  Counters& counters() { return counters_; }
+  Counters const& counters() const { return counters_; }
+
+  /// Engines hold it shared while they change the weights and counters of a step that others may
+  /// read; snapshot() and read_weights() hold it exclusively, so they see one consistent state.
+  std::shared_mutex& gate() const { return gate_; }
+  /// False while replicas compute and draw from their generators concurrently with callbacks
+  /// (asynchronous runs); snapshot() leaves the generators out then.
+  void set_at_rest(bool at_rest) { at_rest_ = at_rest; }
+
+  /// The authoritative weights (the central copy, or replica 0's), flat in layout order.
+  std::span<float const> weights() const {
+    return has_central() ? std::span<float const>(central_) : layout().weights();
+  }
+  /// Copies the authoritative weights into `out` (element_count() floats). Safe from a callback.
+  void read_weights(std::span<float> out) const {
+    check_flat_size(out.size(), "read_weights");
+    std::unique_lock lock(gate_);
+    auto const w = weights();
+    std::copy(w.begin(), w.end(), out.begin());
+  }
+  /// Copies the central weights, when there are any, into every replica that keeps its own.
+  void publish_central() {
+    if (!has_central() || bound_) return;
+    for (auto& r : replicas_) std::ranges::copy(central_, r->variables().weights().begin());
+  }
+
+  /// Replica 0, with the authoritative weights (between runs).
+  Model const& model() const { return *replicas_[0]; }
+
+  /// Sets the weights of every replica and the central copy from `flat` (layout order). Throws
+  /// ShapeError, changing nothing, when `flat` has another size.
+  void assign_flat(std::span<float const> flat) {
+    check_flat_size(flat.size(), "set_flat");
+    if (has_central()) std::ranges::copy(flat, central_.begin());
+    if (bound_) return;
+    for (auto& r : replicas_) std::ranges::copy(flat, r->variables().weights().begin());
+  }
+  /// Sets every variable by name in every replica and the central copy. Throws LoadError naming
+  /// every unknown, missing and mis-shaped name; on error nothing changes.
+  void set_weights(std::map<std::string, Tensor> const& named) {
+    layout().check_names(named, "set_weights");
+    std::vector<float> flat(layout().element_count());
+    layout().assign_named(named, flat);
+    assign_flat(flat);
+  }
+
+  /// The whole state by name. Generators are left out when taken while replicas compute.
+  Snapshot snapshot() const {
+    std::unique_lock lock(gate_);
+    Snapshot s;
+    s.weights = layout().named(weights());
+    s.optimizer = std::string(optimizer_.name());
+    s.slots = optim::named_slots(optimizer_, slots_, layout());
+    s.optimizer_updates = slots_.updates;
+    s.counters = counters_;
+    if (at_rest_) {
+      for (auto const& r : replicas_) {
+        std::ostringstream text;
+        text << r->variables().rng();
+        s.generators.push_back(text.str());
+      }
+    }
+    return s;
+  }
+
+  /// Restores a snapshot (from this strategy or another with the same variables, any replica
+  /// count). Checks everything first: throws LoadError naming unknown, missing and mis-shaped
+  /// weights or slots, and Error for another optimizer, negative counters or a generator state
+  /// that does not parse; on error nothing changes. Taken with another replica count, every
+  /// replica continues at the mean local step (so the data consumed, in epochs, is kept) and the
+  /// generators start afresh.
+  void restore(Snapshot const& s) {
+    layout().check_names(s.weights, "restore");
+    if (s.optimizer != optimizer_.name()) {
+      throw Error("convoy: the snapshot holds " + s.optimizer + " state but this strategy uses " +
+                  std::string(optimizer_.name()));
+    }
+    auto slots = optimizer_.make_state(layout().element_count());
+    optim::set_named_slots(optimizer_, slots, layout(), s.slots);
+    auto const& c = s.counters;
+    bool const negative = c.global_step < 0 || c.applied < 0 || c.dropped < 0 ||
+                          s.optimizer_updates < 0 ||
+                          std::ranges::any_of(c.local_steps, [](auto k) { return k < 0; });
+    if (negative || c.local_steps.empty()) {
+      throw Error("convoy: the snapshot's counters are negative or name no replica");
+    }
+    std::vector<std::mt19937_64> generators;
+    if (s.generators.size() == size()) {
+      for (auto const& text : s.generators) {
+        std::istringstream in(text);
+        in >> generators.emplace_back();
+        if (!in) throw Error("convoy: a generator state in the snapshot does not parse");
+      }
+    }
+    std::vector<float> flat(layout().element_count());
+    layout().assign_named(s.weights, flat);
+    // Nothing below throws but std::bad_alloc.
+    assign_flat(flat);
+    slots.updates = s.optimizer_updates;
+    slots_ = std::move(slots);
+    Counters counters = c;
+    if (c.local_steps.size() != size()) {
+      auto const mean = c.batches() / static_cast<std::int64_t>(c.local_steps.size());
+      counters.local_steps.assign(size(), mean);
+    }
+    counters_ = std::move(counters);
+    for (std::size_t r = 0; r < generators.size(); ++r) variables(r).rng() = generators[r];
+  }
+
+ private:
+  void check_flat_size(std::size_t size, char const* what) const {
+    if (size != layout().element_count()) {
+      throw ShapeError("convoy: " + std::string(what) + " got " + std::to_string(size) +
+                       " values; the model '" + layout().scope() + "' holds " +
+                       std::to_string(layout().element_count()));
+    }
+  }
+
+  Placement placement_;
+  std::vector<std::shared_ptr<Model>> replicas_;
+  convoy::detail::AlignedVector<float> central_;
+  bool bound_ = false;
+  bool at_rest_ = true;
+  optim::Optimizer optimizer_{optim::Sgd{}};
+  optim::OptimizerState slots_;
+  Counters counters_;
+  mutable std::shared_mutex gate_;
+};
+
+}  // namespace convoy::comm

@@ -1,0 +1,38 @@
+// What a synchronization rule object says, and the concept every one satisfies. A rule object
+// holds the bookkeeping of one Sync policy (who may start a step, what to do with a gradient that
+// arrives) and nothing else: no threads, no locks, no weights. The in-process central store and a
+// parameter-server shard drive the same objects, under their own lock.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace convoy::sync {
+
+/// What to do with a gradient that has arrived.
+enum class Admission {
+  drop,        ///< late: its step was applied without it; count it and discard it
+  apply,       ///< apply it on its own now (asynchronous, bounded staleness)
+  accumulate,  ///< add it to the open step's sum; accumulated() says whether the step is complete
+};
+
+/// A rule object: the calls an engine makes, in this order for each step of replica r:
+/// may_start(r) (wait while false), open_step() (tag the gradient), admit(r, tag) on arrival,
+/// accumulated(r) after adding an `accumulate`d gradient (true: apply the sum now), and
+/// applied(r) after every update. retire(r) when r stops for good.
+template <class R>
+concept rules = requires(R& r, R const& c, std::size_t replica, std::int64_t tag) {
+  { c.lock_step() } -> std::same_as<bool>;
+  { c.may_start(replica) } -> std::same_as<bool>;
+  { c.open_step() } -> std::same_as<std::int64_t>;
+  { r.admit(replica, tag) } -> std::same_as<Admission>;
+  { r.accumulated(replica) } -> std::same_as<bool>;
+  r.applied(replica);
+  r.retire(replica);
+  { c.waiting_for(replica) } -> std::convertible_to<std::string>;
+  { c.gradients_per_update() } -> std::same_as<std::size_t>;
+};
+
+}  // namespace convoy::sync
