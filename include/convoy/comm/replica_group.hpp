@@ -52,8 +52,9 @@ class ReplicaGroup {
     set_optimizer(optim::Sgd{});
   }
 
-  ReplicaGroup(ReplicaGroup const&) = delete;
-  ReplicaGroup& operator=(ReplicaGroup const&) = delete;
+  // Moving keeps every arena where it is (replicas bound to the central copy stay bound).
+  ReplicaGroup(ReplicaGroup&&) noexcept = default;
+  ReplicaGroup& operator=(ReplicaGroup&&) noexcept = default;
 
   std::size_t size() const { return replicas_.size(); }
   Placement const& placement() const { return placement_; }
@@ -97,7 +98,7 @@ class ReplicaGroup {
 
   /// Engines hold it shared while they change the weights and counters of a step that others may
   /// read; snapshot() and read_weights() hold it exclusively, so they see one consistent state.
-  std::shared_mutex& gate() const { return gate_; }
+  std::shared_mutex& gate() const { return *gate_; }
   /// False while replicas compute and draw from their generators concurrently with callbacks
   /// (asynchronous runs); snapshot() leaves the generators out then.
   void set_at_rest(bool at_rest) { at_rest_ = at_rest; }
@@ -109,7 +110,7 @@ class ReplicaGroup {
   /// Copies the authoritative weights into `out` (element_count() floats). Safe from a callback.
   void read_weights(std::span<float> out) const {
     check_flat_size(out.size(), "read_weights");
-    std::unique_lock lock(gate_);
+    std::unique_lock lock(*gate_);
     auto const w = weights();
     std::copy(w.begin(), w.end(), out.begin());
   }
@@ -141,7 +142,7 @@ class ReplicaGroup {
 
   /// The whole state by name. Generators are left out when taken while replicas compute.
   Snapshot snapshot() const {
-    std::unique_lock lock(gate_);
+    std::unique_lock lock(*gate_);
     Snapshot s;
     s.weights = layout().named(weights());
     s.optimizer = std::string(optimizer_.name());
@@ -219,7 +220,7 @@ class ReplicaGroup {
   optim::Optimizer optimizer_{optim::Sgd{}};
   optim::OptimizerState slots_;
   Counters counters_;
-  mutable std::shared_mutex gate_;
+  std::unique_ptr<std::shared_mutex> gate_ = std::make_unique<std::shared_mutex>();
 };
 
 }  // namespace convoy::comm

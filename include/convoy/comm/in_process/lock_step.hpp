@@ -178,28 +178,40 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
     auto const scope = ctx.enter();
     auto [begin, end] = chunk_bounds(n, replicas, r);
     for (;;) {
+      // Results go to locals first: a replica abandoned in user code must find, when it comes
+      // back, nothing of the run to write to.
+      float loss = 0.0f;
+      double took = 0.0;
+      std::exception_ptr thrown;
       keep_watch->begin(r);
       try {
         Batch const batch = keep_plan->batch(r, counters.local_steps[r]);
         auto const start = std::chrono::steady_clock::now();
-        losses[r] = forward_backward_in(*model, batch, ctx);
-        seconds[r] =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        loss = forward_backward_in(*model, batch, ctx);
+        took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       } catch (...) {
-        error.capture();
-        failed = true;
+        thrown = std::current_exception();
       }
       if (!keep_watch->end(r)) return;  // abandoned: the run and its state are gone
+      losses[r] = loss;
+      seconds[r] = took;
+      if (thrown) {
+        error.capture(thrown);
+        failed = true;
+      }
       if (!barrier.arrive_and_wait(after_gradients) || stop) return;
       keep_watch->begin(r);
       try {
         reduce_apply_broadcast(ctx, grads, begin, end, destinations[r], n, g.optimizer(),
                                g.slots(), g.slots().updates + 1);
       } catch (...) {
-        error.capture();
-        failed = true;
+        thrown = std::current_exception();
       }
       if (!keep_watch->end(r)) return;
+      if (thrown) {
+        error.capture(thrown);
+        failed = true;
+      }
       if (!barrier.arrive_and_wait(after_update) || stop) return;
     }
   };
