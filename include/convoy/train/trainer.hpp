@@ -58,7 +58,7 @@ struct FitResult {
   double epochs = 0.0;           ///< passes over the training data, in all
   float last_loss = 0.0f;
   double seconds = 0.0;             ///< wall time of this fit() call
-  double samples_per_second = 0.0;  ///< rows trained on per second in this call
+  double samples_per_second = 0.0;  ///< rows of applied gradients per second in this call
   std::optional<Metrics> validation;
 };
 
@@ -183,7 +183,8 @@ class Trainer {
     result.applied = after.applied;
     result.dropped = after.dropped;
     result.epochs = static_cast<double>(after.batches()) / batches_per_epoch;
-    double const rows = static_cast<double>(after.batches() - before.batches()) *
+    // Rows of applied gradients only: a dropped gradient trained nothing.
+    double const rows = static_cast<double>(after.applied - before.applied) *
                         static_cast<double>(sampler.rows_per_replica());
     result.samples_per_second = result.seconds > 0 ? rows / result.seconds : 0.0;
     bool const saved_last_step =
