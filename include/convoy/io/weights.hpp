@@ -1,12 +1,14 @@
 // Weights files: tensors saved by variable name through cereal, as binary, portable binary or JSON,
-// and checked name by name on load. Files are replaced atomically, so a crash while saving leaves
-// the previous file whole. The record and stream pieces here are reused by checkpoint.hpp.
+// and checked name by name on load; JSON is checked for nesting before it is parsed. Files are
+// replaced atomically, so a crash while saving leaves the previous file whole. The record and
+// stream pieces here are reused by checkpoint.hpp.
 #pragma once
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cereal/archives/binary.hpp>
 #include <cereal/archives/json.hpp>
 #include <cereal/archives/portable_binary.hpp>
@@ -19,11 +21,13 @@
 #include <filesystem>
 #include <fstream>
 #include <istream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
 #include <ostream>
 #include <span>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -363,6 +367,72 @@ std::ifstream open_for_reading(std::filesystem::path const& path, std::string_vi
   return in;
 }
 
+// Deepest nesting of JSON arrays and objects read. A weights file nests 4 deep ({"tensors":
+// [{"shape": [...]}]}). rapidjson, which cereal's JSON archive uses, parses recursively with no
+// limit, so a file of 200,000 '[' would overflow the stack instead of failing.
+inline constexpr std::size_t json_max_depth = 64;
+
+// Follows JSON text through any number of pieces, tracking how deep arrays and objects nest
+// outside strings. It does not validate the JSON; the parser does that once depth is known safe.
+struct JsonNesting {
+  std::size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+
+  // False as soon as nesting passes json_max_depth.
+  bool feed(char const* text, std::size_t size) {
+    for (std::size_t i = 0; i < size; ++i) {
+      char const c = text[i];
+      if (in_string) {
+        if (escaped) {
+          escaped = false;
+        } else if (c == '\\') {
+          escaped = true;
+        } else if (c == '"') {
+          in_string = false;
+        }
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '[' || c == '{') {
+        if (++depth > json_max_depth) return false;
+      } else if ((c == ']' || c == '}') && depth > 0) {
+        --depth;
+      }
+    }
+    return true;
+  }
+};
+
+// Without the "convoy: <source>" prefix, which read_named() adds.
+[[noreturn]] inline void json_too_deep() {
+  throw LoadError("JSON arrays and objects nest more than " + std::to_string(json_max_depth) +
+                  " levels deep; a weights file needs 4, so it is damaged or not one");
+}
+
+// Parses JSON records from `in` once their nesting is known to be within json_max_depth. A
+// seekable stream is scanned and rewound; any other is read into memory first (cereal builds the
+// whole document in memory anyway).
+inline void read_json_records(std::istream& in, std::map<std::string, Tensor>& named) {
+  JsonNesting nesting;
+  auto const start = in.tellg();
+  if (start < 0) {
+    std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (!nesting.feed(text.data(), text.size())) json_too_deep();
+    std::istringstream copy(std::move(text));
+    cereal::JSONInputArchive ar(copy);
+    load_records(ar, "tensors", named);
+    return;
+  }
+  std::array<char, 1 << 16> block{};
+  while (in.read(block.data(), block.size()) || in.gcount() > 0) {
+    if (!nesting.feed(block.data(), static_cast<std::size_t>(in.gcount()))) json_too_deep();
+  }
+  in.clear();
+  in.seekg(start);
+  cereal::JSONInputArchive ar(in);
+  load_records(ar, "tensors", named);
+}
+
 }  // namespace detail
 
 /// Writes `named` to `out` as a sequence of NamedTensor records in `format`. Blocks on the
@@ -374,8 +444,9 @@ inline void write_named(std::ostream& out, std::map<std::string, Tensor> const& 
 
 /// Reads what write_named() wrote. `what` names the source in messages (say "'ckpt/w.bin'").
 /// Blocks on the stream. Throws LoadError naming `what` when the bytes cannot be parsed
-/// (truncated, garbage, another format), when a record's value count differs from its shape's, or
-/// when a name appears twice; never crashes on bad input.
+/// (truncated, garbage, another format, JSON nested deeper than 64 levels), when a record's value
+/// count differs from its shape's, or when a name appears twice; never crashes on bad input. JSON
+/// is scanned before it is parsed: a seekable stream is rewound, any other is held in memory.
 inline std::map<std::string, Tensor> read_named(std::istream& in, Format format,
                                                 std::string const& what) {
   std::map<std::string, Tensor> named;
@@ -391,11 +462,9 @@ inline std::map<std::string, Tensor> read_named(std::istream& in, Format format,
         detail::load_records(ar, "tensors", named);
         break;
       }
-      case Format::json: {
-        cereal::JSONInputArchive ar(in);
-        detail::load_records(ar, "tensors", named);
+      case Format::json:
+        detail::read_json_records(in, named);
         break;
-      }
     }
   } catch (LoadError const& e) {
     // Record errors are raised deep inside cereal, which does not know the source's name.

@@ -1,5 +1,5 @@
 // Weights files: round trips in every format, name-by-name checking on load, and refusal (never a
-// crash) of missing, truncated, garbage and inconsistent files.
+// crash) of missing, truncated, garbage, too deeply nested and inconsistent files.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -313,4 +313,40 @@ TEST_CASE("saving replaces the file and leaves no temporary file behind") {
     CAPTURE(name);
     CHECK(name.find(".tmp-") == std::string::npos);
   }
+}
+
+TEST_CASE("JSON nested 200,000 deep is refused by name instead of overflowing the stack") {
+  convoy::testing::TempDir dir("weights-deep");
+  std::string const deep(200000, '[');
+  for (std::string const& text :
+       {deep, "{\"tensors\":" + deep, "{\"tensors\": [{\"name\": " + deep}) {
+    CAPTURE(text.substr(0, 30));
+    write_file(dir / "w.json", text);
+    auto vars = make_dense(0.0f);
+    auto const message = load_error([&] { convoy::io::load_weights(dir / "w.json", vars); });
+    CHECK(message.find((dir / "w.json").string()) != std::string::npos);
+    CHECK(message.find("nest more than 64 levels deep") != std::string::npos);
+
+    // A stream that cannot seek is read into memory and checked the same way.
+    std::stringbuf text_buffer(text);
+    struct NoSeek : std::streambuf {
+      std::stringbuf* from;
+      explicit NoSeek(std::stringbuf* source) : from(source) {}
+      int_type underflow() override { return from->sgetc(); }
+      int_type uflow() override { return from->sbumpc(); }
+    } no_seek(&text_buffer);
+    std::istream stream(&no_seek);
+    CHECK_THROWS_WITH_AS(convoy::io::read_named(stream, Format::json, "'pipe'"),
+                         doctest::Contains("'pipe': JSON arrays and objects nest more than 64"),
+                         convoy::LoadError);
+  }
+}
+
+TEST_CASE("brackets inside JSON strings do not count as nesting") {
+  std::string const name = std::string(100, '[') + "\\\"" + std::string(100, '{');
+  std::map<std::string, convoy::Tensor> const named{{name, convoy::Tensor{{1}, {2.5f}}}};
+  std::stringstream stream;
+  convoy::io::write_named(stream, named, Format::json);
+  REQUIRE(stream.str().find(std::string(100, '[')) != std::string::npos);
+  CHECK(convoy::io::read_named(stream, Format::json, "'memory'") == named);
 }
