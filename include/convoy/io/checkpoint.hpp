@@ -49,7 +49,8 @@ void save(Archive& ar, Checkpoint const& c) {
   detail::save_records(ar, "slots", detail::record_views(s.slots));
   ar(cereal::make_nvp("optimizer_updates", s.optimizer_updates),
      cereal::make_nvp("global_step", s.counters.global_step),
-     cereal::make_nvp("applied", s.counters.applied), cereal::make_nvp("dropped", s.counters.dropped),
+     cereal::make_nvp("applied", s.counters.applied),
+     cereal::make_nvp("dropped", s.counters.dropped),
      cereal::make_nvp("local_steps", s.counters.local_steps),
      cereal::make_nvp("generators", s.generators), cereal::make_nvp("data_seed", c.data_seed));
 }
@@ -64,7 +65,8 @@ void load(Archive& ar, Checkpoint& c) {
   detail::load_records(ar, "slots", s.slots);
   ar(cereal::make_nvp("optimizer_updates", s.optimizer_updates),
      cereal::make_nvp("global_step", s.counters.global_step),
-     cereal::make_nvp("applied", s.counters.applied), cereal::make_nvp("dropped", s.counters.dropped));
+     cereal::make_nvp("applied", s.counters.applied),
+     cereal::make_nvp("dropped", s.counters.dropped));
   detail::load_field(ar, "local_steps", s.counters.local_steps);
   ar(cereal::make_nvp("generators", s.generators));
   ar(cereal::make_nvp("data_seed", c.data_seed));
@@ -72,76 +74,11 @@ void load(Archive& ar, Checkpoint& c) {
 
 namespace detail {
 
-inline constexpr std::string_view checkpoint_magic = "CONVOYCK";
-inline constexpr std::uint32_t checkpoint_version = 2;
-// magic, version (uint32), payload length (uint64), CRC-32 of the payload (uint32)
-inline constexpr std::size_t checkpoint_header_size = 8 + 4 + 8 + 4;
+// The header of every checkpoint (see detail::check_framed). Version 2: the payload is a Snapshot
+// and the data seed.
+inline constexpr FramedKind checkpoint_kind{"CONVOYCK", 2, "checkpoint"};
 inline constexpr std::string_view checkpoint_prefix = "checkpoint-";
 inline constexpr std::string_view checkpoint_suffix = ".convoy";
-
-inline std::uint32_t crc32_update(std::uint32_t crc, char const* data, std::size_t size) {
-  // zlib's length is a uInt; feed it in pieces so payloads over 4 GiB are summed whole.
-  while (size > 0) {
-    auto const piece = static_cast<uInt>(std::min<std::size_t>(size, std::size_t{1} << 30));
-    crc = static_cast<std::uint32_t>(::crc32(crc, reinterpret_cast<Bytef const*>(data), piece));
-    data += piece;
-    size -= piece;
-  }
-  return crc;
-}
-
-template <class T>
-void put_le(char* out, T value) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
-}
-
-template <class T>
-T get_le(char const* in) {
-  T value = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    value |= static_cast<T>(static_cast<unsigned char>(in[i])) << (8 * i);
-  }
-  return value;
-}
-
-inline std::array<char, checkpoint_header_size> checkpoint_header(std::uint64_t length,
-                                                                  std::uint32_t crc) {
-  std::array<char, checkpoint_header_size> header{};
-  std::memcpy(header.data(), checkpoint_magic.data(), checkpoint_magic.size());
-  put_le(header.data() + 8, checkpoint_version);
-  put_le(header.data() + 12, length);
-  put_le(header.data() + 20, crc);
-  return header;
-}
-
-// Passes bytes on to another stream buffer, counting them and summing their CRC-32, so the payload
-// streams straight to the file instead of being held in memory to learn its length and checksum.
-class ChecksumWriter : public std::streambuf {
- public:
-  explicit ChecksumWriter(std::streambuf* sink) : sink_(sink) {}
-  std::uint64_t size() const { return size_; }
-  std::uint32_t crc() const { return crc_; }
-
- protected:
-  std::streamsize xsputn(char const* data, std::streamsize count) override {
-    std::streamsize const written = sink_->sputn(data, count);
-    if (written > 0) {
-      crc_ = crc32_update(crc_, data, static_cast<std::size_t>(written));
-      size_ += static_cast<std::uint64_t>(written);
-    }
-    return written;
-  }
-  int_type overflow(int_type ch) override {
-    if (traits_type::eq_int_type(ch, traits_type::eof())) return traits_type::not_eof(ch);
-    char const c = traits_type::to_char_type(ch);
-    return xsputn(&c, 1) == 1 ? ch : traits_type::eof();
-  }
-
- private:
-  std::streambuf* sink_;
-  std::uint64_t size_ = 0;
-  std::uint32_t crc_ = static_cast<std::uint32_t>(::crc32(0L, Z_NULL, 0));
-};
 
 // The step a checkpoint file name holds, or nullopt for any other name (temporary files included).
 inline std::optional<std::int64_t> checkpoint_step(std::filesystem::path const& file) {
@@ -211,19 +148,10 @@ inline std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
   }
   auto const file = dir / checkpoint_file_name(step);
   detail::write_atomically(file, [&](std::ostream& out) {
-    // The header's length and CRC are known only after the payload: reserve its place, stream the
-    // payload through the checksum, then come back and fill it in.
-    auto header = detail::checkpoint_header(0, 0);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    detail::ChecksumWriter summed(out.rdbuf());
-    {
-      std::ostream payload(&summed);
+    detail::write_framed(out, detail::checkpoint_kind, [&](std::ostream& payload) {
       cereal::PortableBinaryOutputArchive ar(payload);
       ar(checkpoint);
-    }
-    header = detail::checkpoint_header(summed.size(), summed.crc());
-    out.seekp(0);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    });
   });
   if (keep > 0) {
     auto const all = detail::list_checkpoints(dir);
@@ -242,79 +170,19 @@ inline std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
 /// has another format version, is truncated (saying how many bytes were expected and found), fails
 /// its checksum, or holds a payload that cannot be parsed.
 inline Checkpoint load_checkpoint(std::filesystem::path const& file) {
-  auto in = detail::open_for_reading<CheckpointError>(file, "checkpoint");
-  std::string const where = "convoy: checkpoint '" + file.string() + "' ";
-  auto fail = [&](std::string const& why) { return CheckpointError(where + why); };
-
-  in.seekg(0, std::ios::end);
-  auto const file_size = static_cast<std::uint64_t>(in.tellg());
-  in.seekg(0);
-  std::array<char, detail::checkpoint_header_size> header{};
-  in.read(header.data(), static_cast<std::streamsize>(header.size()));
-  auto const got = static_cast<std::size_t>(in.gcount());
-
-  // Checked in this order so each message names the real fault: a foreign file would otherwise be
-  // reported as truncated or damaged, and a cut file as damaged.
-  std::size_t const magic_seen = std::min(got, detail::checkpoint_magic.size());
-  if (std::string_view(header.data(), magic_seen) !=
-      detail::checkpoint_magic.substr(0, magic_seen)) {
-    throw fail("is not a convoy checkpoint (it does not start with \"CONVOYCK\")");
-  }
-  if (got < header.size()) {
-    throw fail("is truncated: its header needs " + std::to_string(header.size()) +
-               " bytes, found " + std::to_string(got));
-  }
-  auto const version = detail::get_le<std::uint32_t>(header.data() + 8);
-  if (version != detail::checkpoint_version) {
-    throw fail("has format version " + std::to_string(version) + ", this build reads " +
-               std::to_string(detail::checkpoint_version));
-  }
-  auto const length = detail::get_le<std::uint64_t>(header.data() + 12);
-  auto const stored_crc = detail::get_le<std::uint32_t>(header.data() + 20);
-  std::uint64_t const found = file_size - header.size();
-  if (found < length) {
-    throw fail("is truncated: the header promises " + std::to_string(length) +
-               " payload bytes, found " + std::to_string(found));
-  }
-  // Extra bytes mean the length field itself is wrong, so the payload boundary cannot be trusted.
-  if (found > length) {
-    throw fail("is damaged: " + std::to_string(found - length) +
-               " unexpected bytes follow its payload of " + std::to_string(length));
-  }
-
-  std::uint32_t crc = static_cast<std::uint32_t>(::crc32(0L, Z_NULL, 0));
-  std::vector<char> buffer(std::size_t{1} << 20);
-  for (std::uint64_t left = length; left > 0;) {
-    auto const want = static_cast<std::size_t>(std::min<std::uint64_t>(left, buffer.size()));
-    in.read(buffer.data(), static_cast<std::streamsize>(want));
-    if (static_cast<std::size_t>(in.gcount()) != want) {
-      throw fail("could not be read to its end (did it change while being read?)");
-    }
-    crc = detail::crc32_update(crc, buffer.data(), want);
-    left -= want;
-  }
-  if (crc != stored_crc) {
-    throw fail("is damaged: checksum mismatch (the header says " + std::to_string(stored_crc) +
-               ", the payload sums to " + std::to_string(crc) + ")");
-  }
-
+  auto framed = detail::check_framed<CheckpointError>(
+      detail::open_for_reading<CheckpointError>(file, "checkpoint"), file, detail::checkpoint_kind);
   Checkpoint checkpoint;
-  in.clear();
-  in.seekg(static_cast<std::streamoff>(header.size()));
   try {
-    cereal::PortableBinaryInputArchive ar(in);
+    cereal::PortableBinaryInputArchive ar(framed.in);
     ar(checkpoint);
   } catch (cereal::Exception const& e) {
-    throw fail("has a payload that cannot be parsed (cereal: " + std::string(e.what()) + ")");
+    throw framed.fail("has a payload that cannot be parsed (cereal: " + std::string(e.what()) +
+                      ")");
   } catch (LoadError const& e) {
-    throw fail("has a payload that cannot be parsed: " + std::string(e.what()));
+    throw framed.fail("has a payload that cannot be parsed: " + std::string(e.what()));
   }
-  // A checksum-valid payload that parses short was written by another layout: refuse, not guess.
-  auto const end = static_cast<std::uint64_t>(in.tellg());
-  if (end != file_size) {
-    throw fail("has a payload that cannot be parsed: " + std::to_string(file_size - end) +
-               " bytes are left over");
-  }
+  framed.require_consumed();
   return checkpoint;
 }
 

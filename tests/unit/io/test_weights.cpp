@@ -1,6 +1,7 @@
 // Weights files: round trips in every format, name-by-name checking on load, and refusal (never a
-// crash) of missing, truncated, garbage, too deeply nested and inconsistent files.
+// crash) of missing, truncated, damaged, garbage, too deeply nested and inconsistent files.
 #include <doctest/doctest.h>
+#include <zlib.h>
 
 #include <bit>
 #include <cfloat>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <helpers.hpp>
 #include <iterator>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -68,6 +70,22 @@ struct Case {
   char const* file;
   Format format;
 };
+
+// A binary weights file's documented layout: magic, version, payload length and CRC-32, all
+// little-endian, then the payload. Written here independently of the library's writer.
+std::string framed(std::string const& magic, std::uint32_t version, std::string const& payload) {
+  auto const crc = static_cast<std::uint32_t>(::crc32(
+      0L, reinterpret_cast<Bytef const*>(payload.data()), static_cast<uInt>(payload.size())));
+  std::string out = magic;
+  for (int i = 0; i < 4; ++i) out += static_cast<char>((version >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i) out += static_cast<char>((payload.size() >> (8 * i)) & 0xff);
+  for (int i = 0; i < 4; ++i) out += static_cast<char>((crc >> (8 * i)) & 0xff);
+  return out + payload;
+}
+
+std::string magic_of(Format format) { return format == Format::binary ? "CONVOYWB" : "CONVOYWP"; }
+
+constexpr std::size_t header_size = 24;
 constexpr Case all_formats[] = {
     {"w.bin", Format::binary}, {"w.pbin", Format::portable_binary}, {"w.json", Format::json}};
 
@@ -188,7 +206,7 @@ TEST_CASE("a record whose value count differs from its shape is refused by name"
   for (auto const& c : all_formats) {
     CAPTURE(c.file);
     {
-      std::ofstream out(dir / c.file, std::ios::binary);
+      std::ostringstream out;
       if (c.format == Format::binary) {
         cereal::BinaryOutputArchive ar(out);
         ar(cereal::make_nvp("tensors", records));
@@ -199,6 +217,9 @@ TEST_CASE("a record whose value count differs from its shape is refused by name"
         cereal::JSONOutputArchive ar(out);
         ar(cereal::make_nvp("tensors", records));
       }
+      // Binary files carry the header; JSON is plain.
+      write_file(dir / c.file,
+                 c.format == Format::json ? out.str() : framed(magic_of(c.format), 1, out.str()));
     }
     auto vars = make_dense(0.0f);
     auto const before = bits(vars);
@@ -211,9 +232,12 @@ TEST_CASE("a record whose value count differs from its shape is refused by name"
     // The same records with a consistent bias load: the forged layout is the real one.
     records[1].data.resize(4);
     {
-      std::ofstream out(dir / "ok.bin", std::ios::binary);
-      cereal::BinaryOutputArchive ar(out);
-      ar(cereal::make_nvp("tensors", records));
+      std::ostringstream out;
+      {
+        cereal::BinaryOutputArchive ar(out);
+        ar(cereal::make_nvp("tensors", records));
+      }
+      write_file(dir / "ok.bin", framed("CONVOYWB", 1, out.str()));
     }
     convoy::io::load_weights(dir / "ok.bin", vars);
     CHECK(vars.value(vars.at("dense/kernel"))[11] == 1.0f);
@@ -245,6 +269,7 @@ TEST_CASE("a binary file cut at any byte gives LoadError naming the path") {
       auto const before = bits(vars);
       auto const message = load_error([&] { convoy::io::load_weights(dir / c.file, vars); });
       CHECK(message.find((dir / c.file).string()) != std::string::npos);
+      CHECK(message.find("is truncated") != std::string::npos);
       CHECK(bits(vars) == before);
     }
   }
@@ -312,6 +337,70 @@ TEST_CASE("saving replaces the file and leaves no temporary file behind") {
   for (auto const& name : names) {
     CAPTURE(name);
     CHECK(name.find(".tmp-") == std::string::npos);
+  }
+}
+
+TEST_CASE("a binary weights file starts with the documented little-endian header") {
+  convoy::testing::TempDir dir("weights-header");
+  for (auto const& c : {all_formats[0], all_formats[1]}) {
+    CAPTURE(c.file);
+    convoy::io::save_weights(dir / c.file, make_dense(0.5f));
+    auto const bytes = read_file(dir / c.file);
+    REQUIRE(bytes.size() > header_size);
+    // Rebuilding the header from the payload gives the same bytes: magic, version 1, length, CRC.
+    CHECK(bytes == framed(magic_of(c.format), 1, bytes.substr(header_size)));
+  }
+  convoy::io::save_weights(dir / "w.json", make_dense(0.5f));
+  CHECK(read_file(dir / "w.json").starts_with("{"));
+}
+
+TEST_CASE("binary weights files that are random, cut, damaged or of another version are refused") {
+  convoy::testing::TempDir dir("weights-framed");
+  for (auto const& c : {all_formats[0], all_formats[1]}) {
+    CAPTURE(c.file);
+    auto const path = dir / c.file;
+    convoy::io::save_weights(path, make_dense(0.0f));
+    auto const whole = read_file(path);
+    auto const refusal = [&](std::string const& bytes) {
+      write_file(path, bytes);
+      auto vars = make_dense(3.0f);
+      auto const before = bits(vars);
+      auto const message = load_error([&] { convoy::io::load_weights(path, vars); });
+      CHECK(message.find(path.string()) != std::string::npos);
+      CHECK(bits(vars) == before);
+      return message;
+    };
+
+    std::mt19937 rng(7);
+    std::string random(4096, '\0');
+    for (auto& b : random) b = static_cast<char>(rng());
+    std::string const noun = c.format == Format::binary ? "binary" : "portable binary";
+    CHECK(refusal(random).find("is not a convoy " + noun + " weights file") != std::string::npos);
+    // Random bytes behind a genuine magic and version: the length they hold does not fit.
+    CHECK(refusal(magic_of(c.format) + std::string("\x01\0\0\0", 4) + random)
+              .find("is truncated: the header promises ") != std::string::npos);
+
+    auto const payload = whole.size() - header_size;
+    CHECK(refusal(whole.substr(0, whole.size() - 1))
+              .find("is truncated: the header promises " + std::to_string(payload) +
+                    " payload bytes, found " + std::to_string(payload - 1)) != std::string::npos);
+
+    for (std::size_t at : {header_size, header_size + payload / 2, whole.size() - 1}) {
+      CAPTURE(at);
+      auto flipped = whole;
+      flipped[at] = static_cast<char>(flipped[at] ^ 0x04);
+      CHECK(refusal(flipped).find("checksum mismatch") != std::string::npos);
+    }
+
+    auto other = whole;
+    other[8] = '\x02';
+    CHECK(refusal(other).find("has format version 2, this build reads 1") != std::string::npos);
+
+    // The other binary format's file is refused by its magic, not misread.
+    convoy::io::save_weights(path, make_dense(0.0f),
+                             c.format == Format::binary ? Format::portable_binary : Format::binary);
+    CHECK(refusal(read_file(path)).find("does not start with \"" + magic_of(c.format)) !=
+          std::string::npos);
   }
 }
 
