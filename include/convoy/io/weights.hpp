@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cereal/archives/binary.hpp>
 #include <cereal/archives/json.hpp>
 #include <cereal/archives/portable_binary.hpp>
@@ -71,6 +72,90 @@ inline Format format_for(std::filesystem::path const& path) {
   throw Error("convoy: cannot tell the weights format of '" + path.string() +
               "'; name it *.bin (binary), *.pbin (portable binary) or *.json (JSON), or pass a "
               "convoy::io::Format");
+}
+
+namespace detail {
+
+// Proves `dir` accepts new files by creating and removing one; `where` starts the message.
+inline void probe_directory(std::filesystem::path const& dir, std::string const& where) {
+  static std::atomic<unsigned> probes{0};
+  auto const probe = dir / (".convoy-probe-" + std::to_string(::getpid()) + "-" +
+                            std::to_string(probes.fetch_add(1)));
+  int const fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0600);
+  if (fd < 0) {
+    int const err = errno;
+    throw Error(where + " is not writable: cannot create a file in it (" +
+                std::generic_category().message(err) + ")");
+  }
+  ::close(fd);
+  if (::unlink(probe.c_str()) != 0) {
+    int const err = errno;
+    throw Error(where + " is not usable: cannot remove the file '" + probe.string() +
+                "' created to test it (" + std::generic_category().message(err) + ")");
+  }
+}
+
+}  // namespace detail
+
+/// Makes sure files can be written into `dir` before work that ends by writing there: creates it
+/// (with its parents) when missing, then creates and removes a probe file in it. `what` names the
+/// directory's role in messages ("checkpoint directory"). Blocks on file I/O; safe to call from
+/// several threads. Throws convoy::Error naming `what`, the path and the system's reason when it
+/// cannot be created, is not a directory, or refuses the probe file.
+inline void require_writable_directory(std::filesystem::path const& dir, std::string_view what) {
+  namespace fs = std::filesystem;
+  std::string const where = "convoy: " + std::string(what) + " '" + dir.string() + "'";
+  std::error_code ec;
+  auto const type = fs::status(dir, ec).type();
+  if (type == fs::file_type::not_found) {
+    fs::create_directories(dir, ec);
+    if (ec) throw Error(where + " cannot be created: " + ec.message());
+  } else if (ec) {
+    throw Error(where + " cannot be examined: " + ec.message());
+  } else if (type != fs::file_type::directory) {
+    throw Error(where + " is not a directory");
+  }
+  detail::probe_directory(dir, where);
+}
+
+/// Makes sure `file` can be written (replaced atomically, as save_weights does) before work that
+/// ends by writing it: it is not a directory or other special file, its directory exists and
+/// accepts new files, and when it exists it opens for writing (nothing is changed). With
+/// `weights_format`, its extension must also name a weights format (format_for). `what` names the
+/// file's role in messages ("weights file"). Blocks on file I/O. Throws convoy::Error naming
+/// `what`, the path and the reason.
+inline void require_writable_file(std::filesystem::path const& file, std::string_view what,
+                                  bool weights_format = false) {
+  namespace fs = std::filesystem;
+  std::string const where = "convoy: " + std::string(what) + " '" + file.string() + "'";
+  std::error_code ec;
+  auto const type = fs::status(file, ec).type();
+  if (type == fs::file_type::directory ||
+      (type == fs::file_type::not_found && !file.has_filename())) {
+    throw Error(where + " is a directory, not a file");
+  }
+  if (type != fs::file_type::not_found && type != fs::file_type::regular) {
+    throw Error(where + (ec ? " cannot be examined: " + ec.message() : " is not a regular file"));
+  }
+  if (weights_format) static_cast<void>(format_for(file));
+
+  auto const dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
+  std::string const dir_where = where + ": its directory '" + dir.string() + "'";
+  auto const dir_type = fs::status(dir, ec).type();
+  if (dir_type == fs::file_type::not_found) throw Error(dir_where + " does not exist");
+  if (dir_type != fs::file_type::directory) {
+    throw Error(dir_where + (ec ? " cannot be examined: " + ec.message() : " is not a directory"));
+  }
+  detail::probe_directory(dir, dir_where);
+
+  if (type == fs::file_type::regular) {
+    int const fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+      int const err = errno;
+      throw Error(where + " is not writable: " + std::generic_category().message(err));
+    }
+    ::close(fd);
+  }
 }
 
 namespace detail {

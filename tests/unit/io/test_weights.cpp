@@ -1,8 +1,10 @@
 // Weights files: round trips in every format, name-by-name checking on load, and refusal (never a
 // crash) of missing, truncated, damaged, garbage, too deeply nested and inconsistent files.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <bit>
 #include <cfloat>
 #include <convoy/io/weights.hpp>
@@ -86,6 +88,17 @@ std::string framed(std::string const& magic, std::uint32_t version, std::string 
 std::string magic_of(Format format) { return format == Format::binary ? "CONVOYWB" : "CONVOYWP"; }
 
 constexpr std::size_t header_size = 24;
+
+bool contains(std::string const& text, std::string const& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::vector<std::string> file_names(fs::path const& dir) {
+  std::vector<std::string> names;
+  for (auto const& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
 constexpr Case all_formats[] = {
     {"w.bin", Format::binary}, {"w.pbin", Format::portable_binary}, {"w.json", Format::json}};
 
@@ -438,4 +451,90 @@ TEST_CASE("brackets inside JSON strings do not count as nesting") {
   convoy::io::write_named(stream, named, Format::json);
   REQUIRE(stream.str().find(std::string(100, '[')) != std::string::npos);
   CHECK(convoy::io::read_named(stream, Format::json, "'memory'") == named);
+}
+
+TEST_CASE("require_writable_directory creates a missing directory and leaves nothing in it") {
+  convoy::testing::TempDir dir("writable-dir");
+  auto const fresh = dir / "a" / "b";
+  convoy::io::require_writable_directory(fresh, "checkpoint directory");
+  CHECK(fs::is_directory(fresh));
+  CHECK(fs::is_empty(fresh));
+  convoy::io::require_writable_directory(fresh, "checkpoint directory");  // existing: fine too
+  CHECK(fs::is_empty(fresh));
+}
+
+TEST_CASE("require_writable_directory names the role, the path and the reason") {
+  convoy::testing::TempDir dir("unwritable-dir");
+  write_file(dir / "plain", "x");
+  auto const refusal = [](fs::path const& path) {
+    return convoy::testing::message_of<convoy::Error>(
+        [&] { convoy::io::require_writable_directory(path, "checkpoint directory"); });
+  };
+
+  // Under a regular file: no one, root included, can create it.
+  auto const under_file = refusal(dir / "plain" / "ckpt");
+  CHECK(contains(under_file, "checkpoint directory '" + (dir / "plain" / "ckpt").string() + "'"));
+  CHECK(contains(under_file, "cannot be created: Not a directory"));
+
+  auto const file = refusal(dir / "plain");
+  CHECK(
+      contains(file, "checkpoint directory '" + (dir / "plain").string() + "' is not a directory"));
+
+  // /proc exists and is a directory, but takes no new files, whatever the user's privileges.
+  auto const proc = refusal("/proc");
+  CHECK(contains(proc, "checkpoint directory '/proc' is not writable"));
+  auto const in_proc = refusal("/proc/convoy-no-such-dir");
+  CHECK(contains(in_proc, "'/proc/convoy-no-such-dir' cannot be created"));
+}
+
+TEST_CASE("require_writable_file refuses directories, bad parents and unknown extensions") {
+  convoy::testing::TempDir dir("writable-file");
+  auto const refusal = [](fs::path const& path, bool weights_format) {
+    return convoy::testing::message_of<convoy::Error>(
+        [&] { convoy::io::require_writable_file(path, "weights file", weights_format); });
+  };
+  // Absent or existing regular files in a writable directory pass, and nothing is changed.
+  convoy::io::require_writable_file(dir / "w.bin", "weights file", true);
+  write_file(dir / "w.pbin", "old");
+  convoy::io::require_writable_file(dir / "w.pbin", "weights file", true);
+  CHECK(read_file(dir / "w.pbin") == "old");
+  CHECK(file_names(dir.path) == std::vector<std::string>{"w.pbin"});
+
+  fs::create_directory(dir / "d.bin");
+  auto const directory = refusal(dir / "d.bin", true);
+  CHECK(contains(directory, "weights file '" + (dir / "d.bin").string() + "' is a directory"));
+
+  write_file(dir / "plain", "x");
+  auto const under_file = refusal(dir / "plain" / "w.bin", true);
+  CHECK(contains(under_file, (dir / "plain" / "w.bin").string()));
+  CHECK(
+      contains(under_file, "its directory '" + (dir / "plain").string() + "' is not a directory"));
+
+  auto const missing = refusal(dir / "no" / "w.bin", false);
+  CHECK(contains(missing, "its directory '" + (dir / "no").string() + "' does not exist"));
+
+  auto const proc = refusal("/proc/w.bin", true);
+  CHECK(contains(proc, "weights file '/proc/w.bin': its directory '/proc' is not writable"));
+
+  auto const extension = refusal(dir / "w.txt", true);
+  CHECK(contains(extension, (dir / "w.txt").string()));
+  CHECK(contains(extension, "*.bin"));
+  convoy::io::require_writable_file(dir / "w.txt", "log file");  // no format asked for
+
+  REQUIRE(::mkfifo((dir / "fifo.bin").c_str(), 0600) == 0);
+  CHECK(contains(refusal(dir / "fifo.bin", true), "is not a regular file"));
+}
+
+TEST_CASE("a weights file that is a FIFO or a directory is refused by name without blocking") {
+  convoy::testing::TempDir dir("weights-special");
+  REQUIRE(::mkfifo((dir / "w.json").c_str(), 0600) == 0);
+  fs::create_directory(dir / "w.bin");
+  auto vars = make_dense(0.0f);
+  for (char const* name : {"w.json", "w.bin"}) {
+    CAPTURE(name);
+    auto const message = convoy::testing::message_of<convoy::Error>(
+        [&] { convoy::io::load_weights(dir / name, vars); });
+    CHECK(contains(message, (dir / name).string()));
+    CHECK((contains(message, "not a regular file") || contains(message, "is a directory")));
+  }
 }
