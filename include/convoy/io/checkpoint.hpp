@@ -1,25 +1,21 @@
 // Checkpoints: everything a run needs to resume (weights, optimizer slots, steps, data order, RNG),
 // in one file with a magic, a format version, a length and a CRC-32, written atomically so a crash
-// never leaves a half-written checkpoint and a damaged one is refused with a message saying how.
+// never leaves a half-written checkpoint; a damaged or invalid one is refused with a message saying
+// how.
 #pragma once
 
-#include <fcntl.h>
-#include <unistd.h>
-#include <zlib.h>
-
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <ostream>
-#include <streambuf>
+#include <random>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -39,6 +35,37 @@ struct Checkpoint {
   Snapshot state;
   std::uint64_t data_seed = 0;
 };
+
+namespace detail {
+
+// Counters and steps above 2^53 are refused: no run comes near, and every value up to it is exact
+// as a double, so a corrupt or forged count cannot pass for a real one or overflow arithmetic.
+inline constexpr std::int64_t checkpoint_max_count = std::int64_t{1} << 53;
+// Replicas (local steps, generators) a checkpoint may hold.
+inline constexpr std::size_t checkpoint_max_replicas = 65536;
+
+// Reads a vector of strings saved by cereal. In a binary archive cereal's own load would resize to
+// whatever count the bytes claim; here a count above `max_count` is refused before any allocation
+// and each string grows only as its bytes arrive (load_sequence).
+template <class Archive>
+void load_strings(Archive& ar, char const* name, std::vector<std::string>& out,
+                  std::size_t max_count) {
+  if constexpr (reads_binary<Archive>) {
+    cereal::size_type count = 0;
+    ar(cereal::make_size_tag(count));
+    if (count > max_count) {
+      throw LoadError(std::string(name) + " claims " + std::to_string(count) +
+                      " entries, more than the " + std::to_string(max_count) + " allowed");
+    }
+    out.clear();
+    out.resize(static_cast<std::size_t>(count));
+    for (auto& text : out) load_sequence(ar, text);
+  } else {
+    ar(cereal::make_nvp(name, out));
+  }
+}
+
+}  // namespace detail
 
 /// cereal save for Checkpoint; the maps go as NamedTensor records, as in weights files.
 template <class Archive>
@@ -68,7 +95,7 @@ void load(Archive& ar, Checkpoint& c) {
      cereal::make_nvp("applied", s.counters.applied),
      cereal::make_nvp("dropped", s.counters.dropped));
   detail::load_field(ar, "local_steps", s.counters.local_steps);
-  ar(cereal::make_nvp("generators", s.generators));
+  detail::load_strings(ar, "generators", s.generators, detail::checkpoint_max_replicas);
   ar(cereal::make_nvp("data_seed", c.data_seed));
 }
 
@@ -116,6 +143,98 @@ inline std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpoi
   return found;
 }
 
+// "" for a count in [0, 2^53], else what is wrong with it.
+inline std::string count_problem(std::string const& field, std::int64_t value) {
+  if (value < 0) return field + " is " + std::to_string(value) + ", below 0";
+  if (value > checkpoint_max_count) return field + " is " + std::to_string(value) + ", above 2^53";
+  return {};
+}
+
+// "" when every value of `tensor` is finite, else the first that is not.
+inline std::string finite_problem(std::string const& field, Tensor const& tensor) {
+  auto const bad = std::find_if(tensor.data.begin(), tensor.data.end(),
+                                [](float v) { return !std::isfinite(v); });
+  if (bad == tensor.data.end()) return {};
+  return field + " holds " + std::to_string(*bad) + " at index " +
+         std::to_string(bad - tensor.data.begin()) + "; a checkpoint holds only finite values";
+}
+
+// "" when `text` is exactly one std::mt19937_64 state as operator<< writes it.
+inline std::string generator_problem(std::string const& field, std::string const& text) {
+  std::istringstream in(text);
+  std::mt19937_64 generator;
+  in >> generator;
+  if (!in) return field + " is not a std::mt19937_64 state";
+  if (in.peek() != std::char_traits<char>::eof()) {
+    return field + " has text left after its std::mt19937_64 state";
+  }
+  return {};
+}
+
+// What is wrong with `c`, naming the field, or "" when nothing is. The checks need no model: the
+// counters' ranges and order, one local step per replica, one generator per replica (or none),
+// finite weights and slots, and slots named "<weight>/<slot>" with their weight's shape.
+inline std::string checkpoint_problem(Checkpoint const& c) {
+  auto const& s = c.state;
+  auto const& n = s.counters;
+  for (auto const& [field, value] :
+       {std::pair<char const*, std::int64_t>{"optimizer_updates", s.optimizer_updates},
+        {"global_step", n.global_step},
+        {"applied", n.applied},
+        {"dropped", n.dropped}}) {
+    if (auto problem = count_problem(field, value); !problem.empty()) return problem;
+  }
+  // One optimizer update per step at most, and every step applies at least one gradient.
+  if (s.optimizer_updates > n.global_step) {
+    return "optimizer_updates is " + std::to_string(s.optimizer_updates) +
+           ", more than global_step (" + std::to_string(n.global_step) + ")";
+  }
+  if (n.global_step > n.applied) {
+    return "global_step is " + std::to_string(n.global_step) + ", more than applied (" +
+           std::to_string(n.applied) + ")";
+  }
+  if (n.local_steps.empty()) return "local_steps is empty; it holds one entry per replica";
+  if (n.local_steps.size() > checkpoint_max_replicas) {
+    return "local_steps has " + std::to_string(n.local_steps.size()) + " entries, more than " +
+           std::to_string(checkpoint_max_replicas);
+  }
+  for (std::size_t r = 0; r < n.local_steps.size(); ++r) {
+    auto problem = count_problem("local_steps[" + std::to_string(r) + "]", n.local_steps[r]);
+    if (!problem.empty()) return problem;
+  }
+  if (!s.generators.empty() && s.generators.size() != n.local_steps.size()) {
+    return "generators has " + std::to_string(s.generators.size()) +
+           " entries; expected none or one per local step (" +
+           std::to_string(n.local_steps.size()) + ")";
+  }
+  for (std::size_t r = 0; r < s.generators.size(); ++r) {
+    auto problem = generator_problem("generators[" + std::to_string(r) + "]", s.generators[r]);
+    if (!problem.empty()) return problem;
+  }
+  for (auto const& [name, tensor] : s.weights) {
+    if (auto problem = finite_problem("weights '" + name + "'", tensor); !problem.empty()) {
+      return problem;
+    }
+  }
+  for (auto const& [name, tensor] : s.slots) {
+    std::string const field = "slots '" + name + "'";
+    auto const slash = name.rfind('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == name.size()) {
+      return field + " is not named \"<weight>/<slot>\"";
+    }
+    auto const weight = s.weights.find(name.substr(0, slash));
+    if (weight == s.weights.end()) {
+      return field + " belongs to no weight ('" + name.substr(0, slash) + "' is not among them)";
+    }
+    if (weight->second.shape != tensor.shape) {
+      return field + " has shape " + to_string(tensor.shape) + " but its weight has " +
+             to_string(weight->second.shape);
+    }
+    if (auto problem = finite_problem(field, tensor); !problem.empty()) return problem;
+  }
+  return {};
+}
+
 }  // namespace detail
 
 /// The file name save_checkpoint() gives `step`: "checkpoint-0000000042.convoy" (ten digits, more
@@ -131,8 +250,9 @@ inline std::string checkpoint_file_name(std::int64_t step) {
 /// and the directory is fsynced. Creates `dir` when needed. Then keeps the `keep` checkpoints of
 /// highest step in `dir` and deletes the older ones (never the one just written; keep == 0 keeps
 /// all; a file that cannot be deleted is left). Blocks on file I/O; do not save into one `dir` from
-/// two threads at once. Throws CheckpointError for a negative step or an unusable `dir`, and
-/// convoy::Error naming the path and the system's reason when the file cannot be written.
+/// two threads at once. Throws CheckpointError for a negative step, for a checkpoint that
+/// load_checkpoint() would refuse (naming the field), or an unusable `dir`, and convoy::Error
+/// naming the path and the system's reason when the file cannot be written.
 inline std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
                                              Checkpoint const& checkpoint, std::size_t keep = 3) {
   std::int64_t const step = checkpoint.state.counters.global_step;
@@ -140,13 +260,18 @@ inline std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
     throw CheckpointError("convoy: cannot save a checkpoint of step " + std::to_string(step) +
                           " to '" + dir.string() + "'; steps start at 0");
   }
+  auto const file = dir / checkpoint_file_name(step);
+  // Refused here rather than when resuming: a checkpoint that cannot be loaded is no checkpoint.
+  if (auto const problem = detail::checkpoint_problem(checkpoint); !problem.empty()) {
+    throw CheckpointError("convoy: refusing to save checkpoint '" + file.string() +
+                          "': " + problem);
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
     throw CheckpointError("convoy: cannot create checkpoint directory '" + dir.string() +
                           "': " + ec.message());
   }
-  auto const file = dir / checkpoint_file_name(step);
   detail::write_atomically(file, [&](std::ostream& out) {
     detail::write_framed(out, detail::checkpoint_kind, [&](std::ostream& payload) {
       cereal::PortableBinaryOutputArchive ar(payload);
@@ -166,9 +291,13 @@ inline std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
 
 /// Reads a checkpoint written by save_checkpoint(). Blocks on file I/O (it reads the file twice:
 /// once for the checksum, once to parse, so no copy of the payload is held). Throws
-/// CheckpointError naming the file when it is missing or unreadable, is not a convoy checkpoint,
-/// has another format version, is truncated (saying how many bytes were expected and found), fails
-/// its checksum, or holds a payload that cannot be parsed.
+/// CheckpointError naming the file when it is missing, not a regular file or unreadable, is not a
+/// convoy checkpoint, has another format version, is truncated (saying how many bytes were
+/// expected and found), fails its checksum, holds a payload that cannot be parsed, or fails
+/// validation (naming the field): optimizer_updates, global_step, applied, dropped and every local
+/// step within [0, 2^53]; optimizer_updates <= global_step <= applied; 1 to 65,536 local steps;
+/// no generators or one per local step, each a whole std::mt19937_64 state; finite weights and
+/// slots; slots named "<weight>/<slot>" with their weight's shape.
 inline Checkpoint load_checkpoint(std::filesystem::path const& file) {
   auto framed = detail::check_framed<CheckpointError>(
       detail::open_for_reading<CheckpointError>(file, "checkpoint"), file, detail::checkpoint_kind);
@@ -183,6 +312,9 @@ inline Checkpoint load_checkpoint(std::filesystem::path const& file) {
     throw framed.fail("has a payload that cannot be parsed: " + std::string(e.what()));
   }
   framed.require_consumed();
+  if (auto const problem = detail::checkpoint_problem(checkpoint); !problem.empty()) {
+    throw framed.fail("fails validation: " + problem);
+  }
   return checkpoint;
 }
 
