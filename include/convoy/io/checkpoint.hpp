@@ -1,7 +1,7 @@
 // Checkpoints: everything a run needs to resume (weights, optimizer slots, steps, data order, RNG),
 // in one file with a magic, a format version, a length and a CRC-32, written atomically so a crash
 // never leaves a half-written checkpoint; a damaged or invalid one is refused with a message saying
-// how.
+// how, and loading falls back to an older one.
 #pragma once
 
 #include <algorithm>
@@ -326,6 +326,44 @@ inline std::optional<std::filesystem::path> latest_checkpoint(std::filesystem::p
   auto const all = detail::list_checkpoints(dir);
   if (all.empty()) return std::nullopt;
   return all.front().second;
+}
+
+/// A checkpoint and the file it was read from.
+struct LoadedCheckpoint {
+  std::filesystem::path file;
+  Checkpoint checkpoint;
+};
+
+/// Loads the newest usable checkpoint in `dir`, trying its checkpoint files from the highest step
+/// down. Each file refused (damaged, empty, failing validation) on the way costs one line on
+/// `warnings` (when not null) naming it, the reason and the older file tried next. Returns nullopt
+/// when `dir` is absent or holds no checkpoint files. Blocks on file I/O. Throws CheckpointError
+/// when every checkpoint file is refused, naming the newest and its reason, so that a run never
+/// silently starts over; and when `dir` cannot be listed.
+inline std::optional<LoadedCheckpoint> load_latest_checkpoint(std::filesystem::path const& dir,
+                                                              std::ostream* warnings) {
+  auto const all = detail::list_checkpoints(dir);
+  if (all.empty()) return std::nullopt;
+  std::string newest_problem;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    auto const& file = all[i].second;
+    try {
+      return LoadedCheckpoint{file, load_checkpoint(file)};
+    } catch (CheckpointError const& e) {
+      if (i == 0) newest_problem = e.what();
+      if (warnings && i + 1 < all.size()) {
+        *warnings << e.what() << "; falling back to the older checkpoint '"
+                  << all[i + 1].second.string() << "'\n";
+      }
+    }
+  }
+  std::size_t const others = all.size() - 1;
+  std::string const older =
+      others == 0   ? "there is no older checkpoint in '" + dir.string() + "' to fall back to"
+      : others == 1 ? "the older checkpoint in '" + dir.string() + "' is refused too"
+                    : "the " + std::to_string(others) + " older checkpoints in '" + dir.string() +
+                          "' are refused too";
+  throw CheckpointError(newest_problem + "; " + older + ", and a run must not silently start over");
 }
 
 }  // namespace convoy::io

@@ -1,7 +1,7 @@
 // ctest-labels: unit fault
 // Checkpoints: every field survives a round trip; latest_checkpoint and pruning go by step; a
 // missing, truncated, damaged, foreign, newer-version or invalid file is refused with a message
-// saying so.
+// saying so; loading falls back past damaged files.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -428,5 +428,70 @@ TEST_CASE("a checkpoint that is a FIFO is refused by name without blocking") {
   CHECK(contains(message, file.string()));
   CHECK(contains(message, "not a regular file"));
   // Listing ignores it: it is no checkpoint file.
-  CHECK_FALSE(convoy::io::latest_checkpoint(dir.path).has_value());
+  CHECK_FALSE(convoy::io::load_latest_checkpoint(dir.path, nullptr).has_value());
+}
+
+TEST_CASE("load_latest_checkpoint falls back past damaged checkpoints, warning once for each") {
+  convoy::testing::TempDir dir("ckpt-fallback");
+  CHECK_FALSE(convoy::io::load_latest_checkpoint(dir / "absent", nullptr).has_value());
+  CHECK_FALSE(convoy::io::load_latest_checkpoint(dir.path, nullptr).has_value());
+
+  std::vector<fs::path> files;
+  for (std::int64_t step : {10, 20, 30}) {
+    files.push_back(convoy::io::save_checkpoint(dir.path, make_checkpoint(step), 0));
+  }
+  std::ostringstream warnings;
+  auto loaded = convoy::io::load_latest_checkpoint(dir.path, &warnings);
+  REQUIRE(loaded.has_value());
+  CHECK(loaded->file == files[2]);
+  CHECK(loaded->checkpoint.state == make_checkpoint(30).state);
+  CHECK(warnings.str().empty());
+
+  SUBCASE("the newest cut short") {
+    auto const whole = read_file(files[2]);
+    write_file(files[2], whole.substr(0, whole.size() - 5));
+    loaded = convoy::io::load_latest_checkpoint(dir.path, &warnings);
+    REQUIRE(loaded.has_value());
+    CHECK(loaded->file == files[1]);
+    CHECK(loaded->checkpoint.state.counters.global_step == 20);
+    auto const line = warnings.str();
+    CHECK(std::count(line.begin(), line.end(), '\n') == 1);
+    CHECK(contains(line, files[2].string()));
+    CHECK(contains(line, "is truncated"));
+    CHECK(contains(line, "falling back to the older checkpoint '" + files[1].string() + "'"));
+  }
+  SUBCASE("the two newest empty and invalid") {
+    write_file(files[2], "");
+    auto invalid = make_checkpoint(20);
+    invalid.state.counters.local_steps[2] = -7;
+    write_file(files[1], framed(payload_of(invalid)));
+    loaded = convoy::io::load_latest_checkpoint(dir.path, &warnings);
+    REQUIRE(loaded.has_value());
+    CHECK(loaded->file == files[0]);
+    auto const text = warnings.str();
+    CHECK(std::count(text.begin(), text.end(), '\n') == 2);
+    CHECK(contains(text, files[2].string() + "' is truncated"));
+    CHECK(contains(text, "falling back to the older checkpoint '" + files[1].string() + "'"));
+    CHECK(contains(text, files[1].string() + "' fails validation: local_steps[2] is -7"));
+    CHECK(contains(text, "falling back to the older checkpoint '" + files[0].string() + "'"));
+  }
+  SUBCASE("every one damaged: the run must not start over") {
+    for (auto const& file : files) write_file(file, "garbage");
+    auto const message = convoy::testing::message_of<convoy::CheckpointError>(
+        [&] { convoy::io::load_latest_checkpoint(dir.path, &warnings); });
+    CHECK(contains(message, files[2].string() + "' is not a convoy checkpoint"));
+    CHECK(contains(message, "the 2 older checkpoints"));
+    CHECK(contains(message, "must not silently start over"));
+    auto const text = warnings.str();
+    CHECK(std::count(text.begin(), text.end(), '\n') == 2);
+  }
+  SUBCASE("a single damaged one, without a warnings stream") {
+    fs::remove(files[0]);
+    fs::remove(files[1]);
+    write_file(files[2], "");
+    auto const message = convoy::testing::message_of<convoy::CheckpointError>(
+        [&] { convoy::io::load_latest_checkpoint(dir.path, nullptr); });
+    CHECK(contains(message, files[2].string() + "' is truncated"));
+    CHECK(contains(message, "there is no older checkpoint"));
+  }
 }
