@@ -1,8 +1,11 @@
 // Checkpoints: everything a run needs to resume (weights, optimizer slots, steps, data order, RNG),
 // in one file with a magic, a format version, a length and a CRC-32, written atomically so a crash
 // never leaves a half-written checkpoint; a damaged or invalid one is refused with a message saying
-// how, and loading falls back to an older one.
+// how, and loading falls back to an older one. Stale temporaries of dead writers can be removed.
 #pragma once
+
+#include <signal.h>
+#include <sys/types.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -235,6 +238,24 @@ inline std::string checkpoint_problem(Checkpoint const& c) {
   return {};
 }
 
+// `name` when it is "<checkpoint file name>.tmp-<pid>" (what write_atomically() leaves when its
+// process dies), with that pid; nullopt for anything else.
+inline std::optional<pid_t> temporary_writer(std::string const& name) {
+  constexpr std::string_view marker = ".tmp-";
+  auto const at = name.rfind(marker);
+  if (at == std::string::npos || !checkpoint_step(name.substr(0, at))) return std::nullopt;
+  char const* first = name.data() + at + marker.size();
+  char const* last = name.data() + name.size();
+  if (first == last || !std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  pid_t pid = 0;
+  auto const [end, ec] = std::from_chars(first, last, pid);
+  // pid 0 and negative pids would address process groups in kill(): never a writer's.
+  if (ec != std::errc{} || end != last || pid <= 0) return std::nullopt;
+  return pid;
+}
+
 }  // namespace detail
 
 /// The file name save_checkpoint() gives `step`: "checkpoint-0000000042.convoy" (ten digits, more
@@ -364,6 +385,39 @@ inline std::optional<LoadedCheckpoint> load_latest_checkpoint(std::filesystem::p
                     : "the " + std::to_string(others) + " older checkpoints in '" + dir.string() +
                           "' are refused too";
   throw CheckpointError(newest_problem + "; " + older + ", and a run must not silently start over");
+}
+
+/// Removes the temporary files save_checkpoint() leaves in `dir` when its process dies mid-write
+/// (`checkpoint-<step>.convoy.tmp-<pid>`) whose writer is gone: kill(pid, 0) fails with ESRCH.
+/// Files of live processes are kept, this process's included, as their writer may still finish;
+/// other files are never touched. Returns how many were removed; 0 when `dir` is absent. Only for
+/// a directory written from this machine's process namespace: a pid from elsewhere means nothing
+/// here. Blocks on file I/O. Throws CheckpointError naming `dir` or the file, and the system's
+/// reason, when `dir` cannot be listed or a stale file cannot be removed.
+inline std::size_t remove_stale_temporaries(std::filesystem::path const& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return 0;
+  fs::directory_iterator it(dir, ec);
+  if (ec) {
+    throw CheckpointError("convoy: cannot list checkpoint directory '" + dir.string() +
+                          "': " + ec.message());
+  }
+  std::size_t removed = 0;
+  for (auto const& entry : it) {
+    if (!entry.is_regular_file(ec) || entry.is_symlink(ec)) continue;
+    auto const pid = detail::temporary_writer(entry.path().filename().string());
+    if (!pid) continue;
+    // EPERM means a live process of another user: only ESRCH proves the writer gone.
+    if (::kill(*pid, 0) == 0 || errno != ESRCH) continue;
+    if (fs::remove(entry.path(), ec)) {
+      ++removed;
+    } else if (ec && ec != std::errc::no_such_file_or_directory) {
+      throw CheckpointError("convoy: cannot remove the stale temporary checkpoint '" +
+                            entry.path().string() + "': " + ec.message());
+    }
+  }
+  return removed;
 }
 
 }  // namespace convoy::io

@@ -1,7 +1,7 @@
 // ctest-labels: unit fault
 // Checkpoints: every field survives a round trip; latest_checkpoint and pruning go by step; a
 // missing, truncated, damaged, foreign, newer-version or invalid file is refused with a message
-// saying so; loading falls back past damaged files.
+// saying so; loading falls back past damaged files; stale temporaries of dead writers go.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -494,4 +494,33 @@ TEST_CASE("load_latest_checkpoint falls back past damaged checkpoints, warning o
     CHECK(contains(message, files[2].string() + "' is truncated"));
     CHECK(contains(message, "there is no older checkpoint"));
   }
+}
+
+TEST_CASE("remove_stale_temporaries removes only temporaries of dead writers") {
+  convoy::testing::TempDir dir("ckpt-stale");
+  CHECK(convoy::io::remove_stale_temporaries(dir / "absent") == 0);
+
+  // A pid that was a process and no longer is: a child that exited and was reaped.
+  pid_t const dead = ::fork();
+  REQUIRE(dead >= 0);
+  if (dead == 0) std::_Exit(0);
+  REQUIRE(::waitpid(dead, nullptr, 0) == dead);
+
+  auto const target = convoy::io::checkpoint_file_name(40);
+  auto const temp = [&](pid_t pid) { return target + ".tmp-" + std::to_string(pid); };
+  std::set<std::string> const kept{
+      temp(::getppid()),  // a live writer: it may still rename its file
+      temp(::getpid()),   // this process: another thread may be saving
+      target,
+      "notes.tmp-" + std::to_string(dead),  // not a checkpoint's temporary
+      target + ".tmp-",
+      target + ".tmp-0",
+  };
+  for (auto const& name : kept) write_file(dir / name, "x");
+  write_file(dir / temp(dead), "half written");
+  write_file(dir / (convoy::io::checkpoint_file_name(50) + ".tmp-" + std::to_string(dead)), "x");
+
+  CHECK(convoy::io::remove_stale_temporaries(dir.path) == 2);
+  CHECK(file_names(dir.path) == kept);
+  CHECK(convoy::io::remove_stale_temporaries(dir.path) == 0);
 }
