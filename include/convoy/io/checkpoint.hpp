@@ -86,7 +86,8 @@ void save(Archive& ar, Checkpoint const& c) {
 }
 
 /// cereal load for Checkpoint. Throws cereal::Exception on unparsable bytes and LoadError on a
-/// bad record; never allocates more than the bytes present (plus a few MiB) in a binary archive.
+/// bad record or more than 65,536 generators; never allocates more than the bytes present (plus a
+/// few MiB) in a binary archive. Does not validate the values: load_checkpoint() does.
 template <class Archive>
 void load(Archive& ar, Checkpoint& c) {
   auto& s = c.state;

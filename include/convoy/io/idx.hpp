@@ -9,7 +9,6 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <climits>
 #include <cstddef>
@@ -90,7 +89,7 @@ inline std::string_view file_type_name(std::filesystem::file_type type) {
     case std::filesystem::file_type::directory:
       return "a directory";
     default:
-      return "not a regular file";
+      return "of an unknown type";
   }
 }
 
