@@ -1,25 +1,24 @@
 // Checkpoints: everything a run needs to resume (weights, optimizer slots, steps, data order, RNG),
 // in one file with a magic, a format version, a length and a CRC-32, written atomically so a crash
-// never leaves a half-written checkpoint and a damaged one is refused with a message saying how.
+// never leaves a half-written checkpoint; a damaged or invalid one is refused with a message saying
+// how, and loading falls back to an older one. Stale temporaries of dead writers can be removed.
 #pragma once
 
-#include <fcntl.h>
-#include <unistd.h>
-#include <zlib.h>
+#include <signal.h>
+#include <sys/types.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <ostream>
-#include <streambuf>
+#include <random>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -40,6 +39,37 @@ struct Checkpoint {
   std::uint64_t data_seed = 0;
 };
 
+namespace detail {
+
+// Counters and steps above 2^53 are refused: no run comes near, and every value up to it is exact
+// as a double, so a corrupt or forged count cannot pass for a real one or overflow arithmetic.
+inline constexpr std::int64_t checkpoint_max_count = std::int64_t{1} << 53;
+// Replicas (local steps, generators) a checkpoint may hold.
+inline constexpr std::size_t checkpoint_max_replicas = 65536;
+
+// Reads a vector of strings saved by cereal. In a binary archive cereal's own load would resize to
+// whatever count the bytes claim; here a count above `max_count` is refused before any allocation
+// and each string grows only as its bytes arrive (load_sequence).
+template <class Archive>
+void load_strings(Archive& ar, char const* name, std::vector<std::string>& out,
+                  std::size_t max_count) {
+  if constexpr (reads_binary<Archive>) {
+    cereal::size_type count = 0;
+    ar(cereal::make_size_tag(count));
+    if (count > max_count) {
+      throw LoadError(std::string(name) + " claims " + std::to_string(count) +
+                      " entries, more than the " + std::to_string(max_count) + " allowed");
+    }
+    out.clear();
+    out.resize(static_cast<std::size_t>(count));
+    for (auto& text : out) load_sequence(ar, text);
+  } else {
+    ar(cereal::make_nvp(name, out));
+  }
+}
+
+}  // namespace detail
+
 /// cereal save for Checkpoint; the maps go as NamedTensor records, as in weights files.
 template <class Archive>
 void save(Archive& ar, Checkpoint const& c) {
@@ -49,13 +79,15 @@ void save(Archive& ar, Checkpoint const& c) {
   detail::save_records(ar, "slots", detail::record_views(s.slots));
   ar(cereal::make_nvp("optimizer_updates", s.optimizer_updates),
      cereal::make_nvp("global_step", s.counters.global_step),
-     cereal::make_nvp("applied", s.counters.applied), cereal::make_nvp("dropped", s.counters.dropped),
+     cereal::make_nvp("applied", s.counters.applied),
+     cereal::make_nvp("dropped", s.counters.dropped),
      cereal::make_nvp("local_steps", s.counters.local_steps),
      cereal::make_nvp("generators", s.generators), cereal::make_nvp("data_seed", c.data_seed));
 }
 
 /// cereal load for Checkpoint. Throws cereal::Exception on unparsable bytes and LoadError on a
-/// bad record; never allocates more than the bytes present (plus a few MiB) in a binary archive.
+/// bad record or more than 65,536 generators; never allocates more than the bytes present (plus a
+/// few MiB) in a binary archive. Does not validate the values: load_checkpoint() does.
 template <class Archive>
 void load(Archive& ar, Checkpoint& c) {
   auto& s = c.state;
@@ -64,84 +96,20 @@ void load(Archive& ar, Checkpoint& c) {
   detail::load_records(ar, "slots", s.slots);
   ar(cereal::make_nvp("optimizer_updates", s.optimizer_updates),
      cereal::make_nvp("global_step", s.counters.global_step),
-     cereal::make_nvp("applied", s.counters.applied), cereal::make_nvp("dropped", s.counters.dropped));
+     cereal::make_nvp("applied", s.counters.applied),
+     cereal::make_nvp("dropped", s.counters.dropped));
   detail::load_field(ar, "local_steps", s.counters.local_steps);
-  ar(cereal::make_nvp("generators", s.generators));
+  detail::load_strings(ar, "generators", s.generators, detail::checkpoint_max_replicas);
   ar(cereal::make_nvp("data_seed", c.data_seed));
 }
 
 namespace detail {
 
-inline constexpr std::string_view checkpoint_magic = "CONVOYCK";
-inline constexpr std::uint32_t checkpoint_version = 2;
-// magic, version (uint32), payload length (uint64), CRC-32 of the payload (uint32)
-inline constexpr std::size_t checkpoint_header_size = 8 + 4 + 8 + 4;
+// The header of every checkpoint (see detail::check_framed). Version 2: the payload is a Snapshot
+// and the data seed.
+inline constexpr FramedKind checkpoint_kind{"CONVOYCK", 2, "checkpoint"};
 inline constexpr std::string_view checkpoint_prefix = "checkpoint-";
 inline constexpr std::string_view checkpoint_suffix = ".convoy";
-
-inline std::uint32_t crc32_update(std::uint32_t crc, char const* data, std::size_t size) {
-  // zlib's length is a uInt; feed it in pieces so payloads over 4 GiB are summed whole.
-  while (size > 0) {
-    auto const piece = static_cast<uInt>(std::min<std::size_t>(size, std::size_t{1} << 30));
-    crc = static_cast<std::uint32_t>(::crc32(crc, reinterpret_cast<Bytef const*>(data), piece));
-    data += piece;
-    size -= piece;
-  }
-  return crc;
-}
-
-template <class T>
-void put_le(char* out, T value) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
-}
-
-template <class T>
-T get_le(char const* in) {
-  T value = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    value |= static_cast<T>(static_cast<unsigned char>(in[i])) << (8 * i);
-  }
-  return value;
-}
-
-inline std::array<char, checkpoint_header_size> checkpoint_header(std::uint64_t length,
-                                                                  std::uint32_t crc) {
-  std::array<char, checkpoint_header_size> header{};
-  std::memcpy(header.data(), checkpoint_magic.data(), checkpoint_magic.size());
-  put_le(header.data() + 8, checkpoint_version);
-  put_le(header.data() + 12, length);
-  put_le(header.data() + 20, crc);
-  return header;
-}
-
-// Passes bytes on to another stream buffer, counting them and summing their CRC-32, so the payload
-// streams straight to the file instead of being held in memory to learn its length and checksum.
-class ChecksumWriter : public std::streambuf {
- public:
-  explicit ChecksumWriter(std::streambuf* sink) : sink_(sink) {}
-  std::uint64_t size() const { return size_; }
-  std::uint32_t crc() const { return crc_; }
-
- protected:
-  std::streamsize xsputn(char const* data, std::streamsize count) override {
-    std::streamsize const written = sink_->sputn(data, count);
-    if (written > 0) {
-      crc_ = crc32_update(crc_, data, static_cast<std::size_t>(written));
-      size_ += static_cast<std::uint64_t>(written);
-    }
-    return written;
-  }
-  int_type overflow(int_type ch) override {
-    if (traits_type::eq_int_type(ch, traits_type::eof())) return traits_type::not_eof(ch);
-    char const c = traits_type::to_char_type(ch);
-    return xsputn(&c, 1) == 1 ? ch : traits_type::eof();
-  }
-
- private:
-  std::streambuf* sink_;
-  std::uint64_t size_ = 0;
-  std::uint32_t crc_ = static_cast<std::uint32_t>(::crc32(0L, Z_NULL, 0));
-};
 
 // The step a checkpoint file name holds, or nullopt for any other name (temporary files included).
 inline std::optional<std::int64_t> checkpoint_step(std::filesystem::path const& file) {
@@ -179,6 +147,116 @@ inline std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpoi
   return found;
 }
 
+// "" for a count in [0, 2^53], else what is wrong with it.
+inline std::string count_problem(std::string const& field, std::int64_t value) {
+  if (value < 0) return field + " is " + std::to_string(value) + ", below 0";
+  if (value > checkpoint_max_count) return field + " is " + std::to_string(value) + ", above 2^53";
+  return {};
+}
+
+// "" when every value of `tensor` is finite, else the first that is not.
+inline std::string finite_problem(std::string const& field, Tensor const& tensor) {
+  auto const bad = std::find_if(tensor.data.begin(), tensor.data.end(),
+                                [](float v) { return !std::isfinite(v); });
+  if (bad == tensor.data.end()) return {};
+  return field + " holds " + std::to_string(*bad) + " at index " +
+         std::to_string(bad - tensor.data.begin()) + "; a checkpoint holds only finite values";
+}
+
+// "" when `text` is exactly one std::mt19937_64 state as operator<< writes it.
+inline std::string generator_problem(std::string const& field, std::string const& text) {
+  std::istringstream in(text);
+  std::mt19937_64 generator;
+  in >> generator;
+  if (!in) return field + " is not a std::mt19937_64 state";
+  if (in.peek() != std::char_traits<char>::eof()) {
+    return field + " has text left after its std::mt19937_64 state";
+  }
+  return {};
+}
+
+// What is wrong with `c`, naming the field, or "" when nothing is. The checks need no model: the
+// counters' ranges and order, one local step per replica, one generator per replica (or none),
+// finite weights and slots, and slots named "<weight>/<slot>" with their weight's shape.
+inline std::string checkpoint_problem(Checkpoint const& c) {
+  auto const& s = c.state;
+  auto const& n = s.counters;
+  for (auto const& [field, value] :
+       {std::pair<char const*, std::int64_t>{"optimizer_updates", s.optimizer_updates},
+        {"global_step", n.global_step},
+        {"applied", n.applied},
+        {"dropped", n.dropped}}) {
+    if (auto problem = count_problem(field, value); !problem.empty()) return problem;
+  }
+  // One optimizer update per step at most, and every step applies at least one gradient.
+  if (s.optimizer_updates > n.global_step) {
+    return "optimizer_updates is " + std::to_string(s.optimizer_updates) +
+           ", more than global_step (" + std::to_string(n.global_step) + ")";
+  }
+  if (n.global_step > n.applied) {
+    return "global_step is " + std::to_string(n.global_step) + ", more than applied (" +
+           std::to_string(n.applied) + ")";
+  }
+  if (n.local_steps.empty()) return "local_steps is empty; it holds one entry per replica";
+  if (n.local_steps.size() > checkpoint_max_replicas) {
+    return "local_steps has " + std::to_string(n.local_steps.size()) + " entries, more than " +
+           std::to_string(checkpoint_max_replicas);
+  }
+  for (std::size_t r = 0; r < n.local_steps.size(); ++r) {
+    auto problem = count_problem("local_steps[" + std::to_string(r) + "]", n.local_steps[r]);
+    if (!problem.empty()) return problem;
+  }
+  if (!s.generators.empty() && s.generators.size() != n.local_steps.size()) {
+    return "generators has " + std::to_string(s.generators.size()) +
+           " entries; expected none or one per local step (" +
+           std::to_string(n.local_steps.size()) + ")";
+  }
+  for (std::size_t r = 0; r < s.generators.size(); ++r) {
+    auto problem = generator_problem("generators[" + std::to_string(r) + "]", s.generators[r]);
+    if (!problem.empty()) return problem;
+  }
+  for (auto const& [name, tensor] : s.weights) {
+    if (auto problem = finite_problem("weights '" + name + "'", tensor); !problem.empty()) {
+      return problem;
+    }
+  }
+  for (auto const& [name, tensor] : s.slots) {
+    std::string const field = "slots '" + name + "'";
+    auto const slash = name.rfind('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == name.size()) {
+      return field + " is not named \"<weight>/<slot>\"";
+    }
+    auto const weight = s.weights.find(name.substr(0, slash));
+    if (weight == s.weights.end()) {
+      return field + " belongs to no weight ('" + name.substr(0, slash) + "' is not among them)";
+    }
+    if (weight->second.shape != tensor.shape) {
+      return field + " has shape " + to_string(tensor.shape) + " but its weight has " +
+             to_string(weight->second.shape);
+    }
+    if (auto problem = finite_problem(field, tensor); !problem.empty()) return problem;
+  }
+  return {};
+}
+
+// `name` when it is "<checkpoint file name>.tmp-<pid>" (what write_atomically() leaves when its
+// process dies), with that pid; nullopt for anything else.
+inline std::optional<pid_t> temporary_writer(std::string const& name) {
+  constexpr std::string_view marker = ".tmp-";
+  auto const at = name.rfind(marker);
+  if (at == std::string::npos || !checkpoint_step(name.substr(0, at))) return std::nullopt;
+  char const* first = name.data() + at + marker.size();
+  char const* last = name.data() + name.size();
+  if (first == last || !std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  pid_t pid = 0;
+  auto const [end, ec] = std::from_chars(first, last, pid);
+  // pid 0 and negative pids would address process groups in kill(): never a writer's.
+  if (ec != std::errc{} || end != last || pid <= 0) return std::nullopt;
+  return pid;
+}
+
 }  // namespace detail
 
 /// The file name save_checkpoint() gives `step`: "checkpoint-0000000042.convoy" (ten digits, more
@@ -194,8 +272,9 @@ inline std::string checkpoint_file_name(std::int64_t step) {
 /// and the directory is fsynced. Creates `dir` when needed. Then keeps the `keep` checkpoints of
 /// highest step in `dir` and deletes the older ones (never the one just written; keep == 0 keeps
 /// all; a file that cannot be deleted is left). Blocks on file I/O; do not save into one `dir` from
-/// two threads at once. Throws CheckpointError for a negative step or an unusable `dir`, and
-/// convoy::Error naming the path and the system's reason when the file cannot be written.
+/// two threads at once. Throws CheckpointError for a negative step, for a checkpoint that
+/// load_checkpoint() would refuse (naming the field), or an unusable `dir`, and convoy::Error
+/// naming the path and the system's reason when the file cannot be written.
 inline std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
                                              Checkpoint const& checkpoint, std::size_t keep = 3) {
   std::int64_t const step = checkpoint.state.counters.global_step;
@@ -203,27 +282,23 @@ inline std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
     throw CheckpointError("convoy: cannot save a checkpoint of step " + std::to_string(step) +
                           " to '" + dir.string() + "'; steps start at 0");
   }
+  auto const file = dir / checkpoint_file_name(step);
+  // Refused here rather than when resuming: a checkpoint that cannot be loaded is no checkpoint.
+  if (auto const problem = detail::checkpoint_problem(checkpoint); !problem.empty()) {
+    throw CheckpointError("convoy: refusing to save checkpoint '" + file.string() +
+                          "': " + problem);
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
     throw CheckpointError("convoy: cannot create checkpoint directory '" + dir.string() +
                           "': " + ec.message());
   }
-  auto const file = dir / checkpoint_file_name(step);
   detail::write_atomically(file, [&](std::ostream& out) {
-    // The header's length and CRC are known only after the payload: reserve its place, stream the
-    // payload through the checksum, then come back and fill it in.
-    auto header = detail::checkpoint_header(0, 0);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    detail::ChecksumWriter summed(out.rdbuf());
-    {
-      std::ostream payload(&summed);
+    detail::write_framed(out, detail::checkpoint_kind, [&](std::ostream& payload) {
       cereal::PortableBinaryOutputArchive ar(payload);
       ar(checkpoint);
-    }
-    header = detail::checkpoint_header(summed.size(), summed.crc());
-    out.seekp(0);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    });
   });
   if (keep > 0) {
     auto const all = detail::list_checkpoints(dir);
@@ -238,82 +313,29 @@ inline std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
 
 /// Reads a checkpoint written by save_checkpoint(). Blocks on file I/O (it reads the file twice:
 /// once for the checksum, once to parse, so no copy of the payload is held). Throws
-/// CheckpointError naming the file when it is missing or unreadable, is not a convoy checkpoint,
-/// has another format version, is truncated (saying how many bytes were expected and found), fails
-/// its checksum, or holds a payload that cannot be parsed.
+/// CheckpointError naming the file when it is missing, not a regular file or unreadable, is not a
+/// convoy checkpoint, has another format version, is truncated (saying how many bytes were
+/// expected and found), fails its checksum, holds a payload that cannot be parsed, or fails
+/// validation (naming the field): optimizer_updates, global_step, applied, dropped and every local
+/// step within [0, 2^53]; optimizer_updates <= global_step <= applied; 1 to 65,536 local steps;
+/// no generators or one per local step, each a whole std::mt19937_64 state; finite weights and
+/// slots; slots named "<weight>/<slot>" with their weight's shape.
 inline Checkpoint load_checkpoint(std::filesystem::path const& file) {
-  auto in = detail::open_for_reading<CheckpointError>(file, "checkpoint");
-  std::string const where = "convoy: checkpoint '" + file.string() + "' ";
-  auto fail = [&](std::string const& why) { return CheckpointError(where + why); };
-
-  in.seekg(0, std::ios::end);
-  auto const file_size = static_cast<std::uint64_t>(in.tellg());
-  in.seekg(0);
-  std::array<char, detail::checkpoint_header_size> header{};
-  in.read(header.data(), static_cast<std::streamsize>(header.size()));
-  auto const got = static_cast<std::size_t>(in.gcount());
-
-  // Checked in this order so each message names the real fault: a foreign file would otherwise be
-  // reported as truncated or damaged, and a cut file as damaged.
-  std::size_t const magic_seen = std::min(got, detail::checkpoint_magic.size());
-  if (std::string_view(header.data(), magic_seen) !=
-      detail::checkpoint_magic.substr(0, magic_seen)) {
-    throw fail("is not a convoy checkpoint (it does not start with \"CONVOYCK\")");
-  }
-  if (got < header.size()) {
-    throw fail("is truncated: its header needs " + std::to_string(header.size()) +
-               " bytes, found " + std::to_string(got));
-  }
-  auto const version = detail::get_le<std::uint32_t>(header.data() + 8);
-  if (version != detail::checkpoint_version) {
-    throw fail("has format version " + std::to_string(version) + ", this build reads " +
-               std::to_string(detail::checkpoint_version));
-  }
-  auto const length = detail::get_le<std::uint64_t>(header.data() + 12);
-  auto const stored_crc = detail::get_le<std::uint32_t>(header.data() + 20);
-  std::uint64_t const found = file_size - header.size();
-  if (found < length) {
-    throw fail("is truncated: the header promises " + std::to_string(length) +
-               " payload bytes, found " + std::to_string(found));
-  }
-  // Extra bytes mean the length field itself is wrong, so the payload boundary cannot be trusted.
-  if (found > length) {
-    throw fail("is damaged: " + std::to_string(found - length) +
-               " unexpected bytes follow its payload of " + std::to_string(length));
-  }
-
-  std::uint32_t crc = static_cast<std::uint32_t>(::crc32(0L, Z_NULL, 0));
-  std::vector<char> buffer(std::size_t{1} << 20);
-  for (std::uint64_t left = length; left > 0;) {
-    auto const want = static_cast<std::size_t>(std::min<std::uint64_t>(left, buffer.size()));
-    in.read(buffer.data(), static_cast<std::streamsize>(want));
-    if (static_cast<std::size_t>(in.gcount()) != want) {
-      throw fail("could not be read to its end (did it change while being read?)");
-    }
-    crc = detail::crc32_update(crc, buffer.data(), want);
-    left -= want;
-  }
-  if (crc != stored_crc) {
-    throw fail("is damaged: checksum mismatch (the header says " + std::to_string(stored_crc) +
-               ", the payload sums to " + std::to_string(crc) + ")");
-  }
-
+  auto framed = detail::check_framed<CheckpointError>(
+      detail::open_for_reading<CheckpointError>(file, "checkpoint"), file, detail::checkpoint_kind);
   Checkpoint checkpoint;
-  in.clear();
-  in.seekg(static_cast<std::streamoff>(header.size()));
   try {
-    cereal::PortableBinaryInputArchive ar(in);
+    cereal::PortableBinaryInputArchive ar(framed.in);
     ar(checkpoint);
   } catch (cereal::Exception const& e) {
-    throw fail("has a payload that cannot be parsed (cereal: " + std::string(e.what()) + ")");
+    throw framed.fail("has a payload that cannot be parsed (cereal: " + std::string(e.what()) +
+                      ")");
   } catch (LoadError const& e) {
-    throw fail("has a payload that cannot be parsed: " + std::string(e.what()));
+    throw framed.fail("has a payload that cannot be parsed: " + std::string(e.what()));
   }
-  // A checksum-valid payload that parses short was written by another layout: refuse, not guess.
-  auto const end = static_cast<std::uint64_t>(in.tellg());
-  if (end != file_size) {
-    throw fail("has a payload that cannot be parsed: " + std::to_string(file_size - end) +
-               " bytes are left over");
+  framed.require_consumed();
+  if (auto const problem = detail::checkpoint_problem(checkpoint); !problem.empty()) {
+    throw framed.fail("fails validation: " + problem);
   }
   return checkpoint;
 }
@@ -326,6 +348,77 @@ inline std::optional<std::filesystem::path> latest_checkpoint(std::filesystem::p
   auto const all = detail::list_checkpoints(dir);
   if (all.empty()) return std::nullopt;
   return all.front().second;
+}
+
+/// A checkpoint and the file it was read from.
+struct LoadedCheckpoint {
+  std::filesystem::path file;
+  Checkpoint checkpoint;
+};
+
+/// Loads the newest usable checkpoint in `dir`, trying its checkpoint files from the highest step
+/// down. Each file refused (damaged, empty, failing validation) on the way costs one line on
+/// `warnings` (when not null) naming it, the reason and the older file tried next. Returns nullopt
+/// when `dir` is absent or holds no checkpoint files. Blocks on file I/O. Throws CheckpointError
+/// when every checkpoint file is refused, naming the newest and its reason, so that a run never
+/// silently starts over; and when `dir` cannot be listed.
+inline std::optional<LoadedCheckpoint> load_latest_checkpoint(std::filesystem::path const& dir,
+                                                              std::ostream* warnings) {
+  auto const all = detail::list_checkpoints(dir);
+  if (all.empty()) return std::nullopt;
+  std::string newest_problem;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    auto const& file = all[i].second;
+    try {
+      return LoadedCheckpoint{file, load_checkpoint(file)};
+    } catch (CheckpointError const& e) {
+      if (i == 0) newest_problem = e.what();
+      if (warnings && i + 1 < all.size()) {
+        *warnings << e.what() << "; falling back to the older checkpoint '"
+                  << all[i + 1].second.string() << "'\n";
+      }
+    }
+  }
+  std::size_t const others = all.size() - 1;
+  std::string const older =
+      others == 0   ? "there is no older checkpoint in '" + dir.string() + "' to fall back to"
+      : others == 1 ? "the older checkpoint in '" + dir.string() + "' is refused too"
+                    : "the " + std::to_string(others) + " older checkpoints in '" + dir.string() +
+                          "' are refused too";
+  throw CheckpointError(newest_problem + "; " + older + ", and a run must not silently start over");
+}
+
+/// Removes the temporary files save_checkpoint() leaves in `dir` when its process dies mid-write
+/// (`checkpoint-<step>.convoy.tmp-<pid>`) whose writer is gone: kill(pid, 0) fails with ESRCH.
+/// Files of live processes are kept, this process's included, as their writer may still finish;
+/// other files are never touched. Returns how many were removed; 0 when `dir` is absent. Only for
+/// a directory written from this machine's process namespace: a pid from elsewhere means nothing
+/// here. Blocks on file I/O. Throws CheckpointError naming `dir` or the file, and the system's
+/// reason, when `dir` cannot be listed or a stale file cannot be removed.
+inline std::size_t remove_stale_temporaries(std::filesystem::path const& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return 0;
+  fs::directory_iterator it(dir, ec);
+  if (ec) {
+    throw CheckpointError("convoy: cannot list checkpoint directory '" + dir.string() +
+                          "': " + ec.message());
+  }
+  std::size_t removed = 0;
+  for (auto const& entry : it) {
+    if (!entry.is_regular_file(ec) || entry.is_symlink(ec)) continue;
+    auto const pid = detail::temporary_writer(entry.path().filename().string());
+    if (!pid) continue;
+    // EPERM means a live process of another user: only ESRCH proves the writer gone.
+    if (::kill(*pid, 0) == 0 || errno != ESRCH) continue;
+    if (fs::remove(entry.path(), ec)) {
+      ++removed;
+    } else if (ec && ec != std::errc::no_such_file_or_directory) {
+      throw CheckpointError("convoy: cannot remove the stale temporary checkpoint '" +
+                            entry.path().string() + "': " + ec.message());
+    }
+  }
+  return removed;
 }
 
 }  // namespace convoy::io

@@ -20,6 +20,12 @@ namespace convoy::io {
 /// Which of Fashion-MNIST's two files pairs to load: 60,000 training or 10,000 test examples.
 enum class Split { train, test };
 
+/// The number of examples in `split` of the published data set: 60,000 or 10,000. Files holding
+/// more are refused before their data is read, so a damaged header cannot cost more memory or time.
+inline constexpr std::uint32_t fashion_mnist_examples(Split split) {
+  return split == Split::train ? 60'000 : 10'000;
+}
+
 /// $CONVOY_FASHION_MNIST_DIR when set and non-empty, otherwise /usr/share/datasets/fashion-mnist
 /// (where Debian's dataset-fashion-mnist package installs it). Reads the environment, so it is not
 /// safe against a concurrent setenv(). Throws nothing beyond std::bad_alloc.
@@ -74,8 +80,9 @@ inline void require_fashion_mnist_file(std::filesystem::path const& file) {
 /// cols = 784 (pixels row by row, divided by 255) and int32 labels 0..9. Blocks on file I/O
 /// (about 50 MB decompressed for train).
 /// Throws DatasetError naming the file: when one is missing (saying how to get the package), is
-/// malformed (see read_idx), holds images other than N x 28 x 28 or labels other than N, has
-/// image and label counts that differ, or holds a label of 10 or more.
+/// malformed (see read_idx), holds more examples than fashion_mnist_examples(split), holds images
+/// other than N x 28 x 28 or labels other than N, has image and label counts that differ, or holds
+/// a label of 10 or more.
 inline Dataset load_fashion_mnist(Split split,
                                   std::filesystem::path const& dir = default_fashion_mnist_dir()) {
   std::string const prefix = split == Split::train ? "train" : "t10k";
@@ -85,7 +92,8 @@ inline Dataset load_fashion_mnist(Split split,
   detail::require_fashion_mnist_file(images_path);
   detail::require_fashion_mnist_file(labels_path);
 
-  IdxArray const images = read_idx(images_path);
+  std::uint64_t const examples = fashion_mnist_examples(split);
+  IdxArray const images = read_idx(images_path, examples * 28 * 28);
   if (images.shape.size() != 3 || images.shape[1] != 28 || images.shape[2] != 28) {
     std::string shape;
     for (std::size_t d = 0; d < images.shape.size(); ++d)
@@ -93,7 +101,7 @@ inline Dataset load_fashion_mnist(Split split,
     throw DatasetError("convoy: Fashion-MNIST images '" + images_path.string() + "' have shape [" +
                        shape + "]; expected N x 28 x 28");
   }
-  IdxArray const labels = read_idx(labels_path);
+  IdxArray const labels = read_idx(labels_path, examples);
   if (labels.shape.size() != 1) {
     throw DatasetError("convoy: Fashion-MNIST labels '" + labels_path.string() + "' have " +
                        std::to_string(labels.shape.size()) + " dimensions; expected 1");

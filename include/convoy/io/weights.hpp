@@ -1,12 +1,16 @@
 // Weights files: tensors saved by variable name through cereal, as binary, portable binary or JSON,
-// and checked name by name on load. Files are replaced atomically, so a crash while saving leaves
-// the previous file whole. The record and stream pieces here are reused by checkpoint.hpp.
+// and checked name by name on load. Binary files carry a checksummed header; JSON is checked for
+// nesting before it is parsed. Files are replaced atomically, so a crash while saving leaves the
+// previous file whole. The record, header and file pieces here are reused by checkpoint.hpp.
 #pragma once
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cereal/archives/binary.hpp>
 #include <cereal/archives/json.hpp>
 #include <cereal/archives/portable_binary.hpp>
@@ -16,14 +20,18 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <istream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
 #include <ostream>
 #include <span>
+#include <sstream>
+#include <streambuf>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -64,6 +72,90 @@ inline Format format_for(std::filesystem::path const& path) {
   throw Error("convoy: cannot tell the weights format of '" + path.string() +
               "'; name it *.bin (binary), *.pbin (portable binary) or *.json (JSON), or pass a "
               "convoy::io::Format");
+}
+
+namespace detail {
+
+// Proves `dir` accepts new files by creating and removing one; `where` starts the message.
+inline void probe_directory(std::filesystem::path const& dir, std::string const& where) {
+  static std::atomic<unsigned> probes{0};
+  auto const probe = dir / (".convoy-probe-" + std::to_string(::getpid()) + "-" +
+                            std::to_string(probes.fetch_add(1)));
+  int const fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0600);
+  if (fd < 0) {
+    int const err = errno;
+    throw Error(where + " is not writable: cannot create a file in it (" +
+                std::generic_category().message(err) + ")");
+  }
+  ::close(fd);
+  if (::unlink(probe.c_str()) != 0) {
+    int const err = errno;
+    throw Error(where + " is not usable: cannot remove the file '" + probe.string() +
+                "' created to test it (" + std::generic_category().message(err) + ")");
+  }
+}
+
+}  // namespace detail
+
+/// Makes sure files can be written into `dir` before work that ends by writing there: creates it
+/// (with its parents) when missing, then creates and removes a probe file in it. `what` names the
+/// directory's role in messages ("checkpoint directory"). Blocks on file I/O; safe to call from
+/// several threads. Throws convoy::Error naming `what`, the path and the system's reason when it
+/// cannot be created, is not a directory, or refuses the probe file.
+inline void require_writable_directory(std::filesystem::path const& dir, std::string_view what) {
+  namespace fs = std::filesystem;
+  std::string const where = "convoy: " + std::string(what) + " '" + dir.string() + "'";
+  std::error_code ec;
+  auto const type = fs::status(dir, ec).type();
+  if (type == fs::file_type::not_found) {
+    fs::create_directories(dir, ec);
+    if (ec) throw Error(where + " cannot be created: " + ec.message());
+  } else if (ec) {
+    throw Error(where + " cannot be examined: " + ec.message());
+  } else if (type != fs::file_type::directory) {
+    throw Error(where + " is not a directory");
+  }
+  detail::probe_directory(dir, where);
+}
+
+/// Makes sure `file` can be written (replaced atomically, as save_weights does) before work that
+/// ends by writing it: it is not a directory or other special file, its directory exists and
+/// accepts new files, and when it exists it opens for writing (nothing is changed). With
+/// `weights_format`, its extension must also name a weights format (format_for). `what` names the
+/// file's role in messages ("weights file"). Blocks on file I/O. Throws convoy::Error naming
+/// `what`, the path and the reason.
+inline void require_writable_file(std::filesystem::path const& file, std::string_view what,
+                                  bool weights_format = false) {
+  namespace fs = std::filesystem;
+  std::string const where = "convoy: " + std::string(what) + " '" + file.string() + "'";
+  std::error_code ec;
+  auto const type = fs::status(file, ec).type();
+  if (type == fs::file_type::directory ||
+      (type == fs::file_type::not_found && !file.has_filename())) {
+    throw Error(where + " is a directory, not a file");
+  }
+  if (type != fs::file_type::not_found && type != fs::file_type::regular) {
+    throw Error(where + (ec ? " cannot be examined: " + ec.message() : " is not a regular file"));
+  }
+  if (weights_format) static_cast<void>(format_for(file));
+
+  auto const dir = file.parent_path().empty() ? fs::path(".") : file.parent_path();
+  std::string const dir_where = where + ": its directory '" + dir.string() + "'";
+  auto const dir_type = fs::status(dir, ec).type();
+  if (dir_type == fs::file_type::not_found) throw Error(dir_where + " does not exist");
+  if (dir_type != fs::file_type::directory) {
+    throw Error(dir_where + (ec ? " cannot be examined: " + ec.message() : " is not a directory"));
+  }
+  detail::probe_directory(dir, dir_where);
+
+  if (type == fs::file_type::regular) {
+    int const fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+      int const err = errno;
+      throw Error(where + " is not writable: " + std::generic_category().message(err));
+    }
+    ::close(fd);
+  }
 }
 
 namespace detail {
@@ -346,36 +438,319 @@ void write_atomically(std::filesystem::path const& target, Write&& write) {
   sync_directory(target.parent_path());
 }
 
-// Opens `path` for reading or throws `Exception` naming it: "does not exist" when absent, else the
-// system's reason.
+// Opens `path` for reading or throws `Exception` naming it: "does not exist" when absent, a
+// refusal when it is not a regular file (a FIFO would block the open, a device may never end),
+// else the system's reason.
 template <class Exception>
 std::ifstream open_for_reading(std::filesystem::path const& path, std::string_view what) {
+  std::string const where = "convoy: " + std::string(what) + " '" + path.string() + "'";
+  std::error_code ec;
+  auto const type = std::filesystem::status(path, ec).type();
+  if (type == std::filesystem::file_type::not_found) throw Exception(where + " does not exist");
+  if (type == std::filesystem::file_type::directory) {
+    throw Exception(where + " is a directory, not a file");
+  }
+  if (!ec && type != std::filesystem::file_type::regular) {
+    throw Exception(where + " is not a regular file (a FIFO, socket or device is not read)");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     int const err = errno;
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) {
-      throw Exception("convoy: " + std::string(what) + " '" + path.string() + "' does not exist");
-    }
     throw Exception("convoy: cannot open " + std::string(what) + " '" + path.string() +
                     "': " + error_text(err));
   }
   return in;
 }
 
+// Binary files convoy writes (checkpoints, binary weights files) start with a 24-byte header: an
+// 8-byte magic, a format version (uint32), the payload's length (uint64) and the payload's
+// CRC-32 (uint32), all little-endian. A random, cut, damaged or foreign file is then refused by
+// name with the reason, before a parser sees it.
+inline constexpr std::size_t framed_header_size = 8 + 4 + 8 + 4;
+
+// What one kind of framed file is: its magic (8 bytes), the version this build writes and reads,
+// and its name in messages ("checkpoint").
+struct FramedKind {
+  std::string_view magic;
+  std::uint32_t version;
+  std::string_view noun;
+};
+
+inline std::uint32_t crc32_update(std::uint32_t crc, char const* data, std::size_t size) {
+  // zlib's length is a uInt; feed it in pieces so payloads over 4 GiB are summed whole.
+  while (size > 0) {
+    auto const piece = static_cast<uInt>(std::min<std::size_t>(size, std::size_t{1} << 30));
+    crc = static_cast<std::uint32_t>(::crc32(crc, reinterpret_cast<Bytef const*>(data), piece));
+    data += piece;
+    size -= piece;
+  }
+  return crc;
+}
+
+inline std::uint32_t crc32_empty() { return static_cast<std::uint32_t>(::crc32(0L, Z_NULL, 0)); }
+
+template <class T>
+void put_le(char* out, T value) {
+  for (std::size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
+}
+
+template <class T>
+T get_le(char const* in) {
+  T value = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) {
+    value |= static_cast<T>(static_cast<unsigned char>(in[i])) << (8 * i);
+  }
+  return value;
+}
+
+inline std::array<char, framed_header_size> framed_header(FramedKind const& kind,
+                                                          std::uint64_t length, std::uint32_t crc) {
+  std::array<char, framed_header_size> header{};
+  std::memcpy(header.data(), kind.magic.data(), std::min<std::size_t>(kind.magic.size(), 8));
+  put_le(header.data() + 8, kind.version);
+  put_le(header.data() + 12, length);
+  put_le(header.data() + 20, crc);
+  return header;
+}
+
+// Passes bytes on to another stream buffer, counting them and summing their CRC-32, so the payload
+// streams straight to the file instead of being held in memory to learn its length and checksum.
+class ChecksumWriter : public std::streambuf {
+ public:
+  explicit ChecksumWriter(std::streambuf* sink) : sink_(sink) {}
+  std::uint64_t size() const { return size_; }
+  std::uint32_t crc() const { return crc_; }
+
+ protected:
+  std::streamsize xsputn(char const* data, std::streamsize count) override {
+    std::streamsize const written = sink_->sputn(data, count);
+    if (written > 0) {
+      crc_ = crc32_update(crc_, data, static_cast<std::size_t>(written));
+      size_ += static_cast<std::uint64_t>(written);
+    }
+    return written;
+  }
+  int_type overflow(int_type ch) override {
+    if (traits_type::eq_int_type(ch, traits_type::eof())) return traits_type::not_eof(ch);
+    char const c = traits_type::to_char_type(ch);
+    return xsputn(&c, 1) == 1 ? ch : traits_type::eof();
+  }
+
+ private:
+  std::streambuf* sink_;
+  std::uint64_t size_ = 0;
+  std::uint32_t crc_ = crc32_empty();
+};
+
+// Writes a header and the payload `write(std::ostream&)` produces to the seekable `out`. The
+// length and CRC are known only after the payload: the header's place is reserved, the payload
+// streams through the checksum, then the header is filled in.
+template <class Write>
+void write_framed(std::ostream& out, FramedKind const& kind, Write&& write) {
+  auto header = framed_header(kind, 0, 0);
+  auto const start = out.tellp();
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  ChecksumWriter summed(out.rdbuf());
+  {
+    std::ostream payload(&summed);
+    std::forward<Write>(write)(payload);
+    if (!payload) throw Error("convoy: writing a " + std::string(kind.noun) + " payload failed");
+  }
+  header = framed_header(kind, summed.size(), summed.crc());
+  out.seekp(start);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.seekp(0, std::ios::end);
+}
+
+// A framed file whose header and checksum passed, positioned at its payload.
+template <class Exception>
+struct FramedFile {
+  std::ifstream in;
+  std::uint64_t end = 0;  // offset just past the payload: the file's size
+  std::string where;      // "convoy: <noun> '<path>' ", to start messages
+
+  Exception fail(std::string const& why) const { return Exception(where + why); }
+
+  // Throws when parsing stopped before the end: a checksum-valid payload that parses short was
+  // written by another layout, so it is refused rather than guessed at.
+  void require_consumed() {
+    auto const at = in.tellg();
+    auto const stop = at < 0 ? std::uint64_t{0} : static_cast<std::uint64_t>(at);
+    if (stop != end) {
+      throw fail("has a payload that cannot be parsed: " + std::to_string(end - stop) +
+                 " bytes are left over");
+    }
+  }
+};
+
+// Checks `opened`, a stream on `file`, as a framed file of `kind`, in this order so each message
+// names the real fault (a foreign file would otherwise be reported as truncated, a cut one as
+// damaged): the magic, the header's length, the version, the payload's length against the file's,
+// and the CRC-32 (reading the payload once; no copy is held). Throws `Exception` naming the file.
+template <class Exception>
+FramedFile<Exception> check_framed(std::ifstream opened, std::filesystem::path const& file,
+                                   FramedKind const& kind) {
+  FramedFile<Exception> framed{std::move(opened), 0,
+                               "convoy: " + std::string(kind.noun) + " '" + file.string() + "' "};
+  auto& in = framed.in;
+  in.seekg(0, std::ios::end);
+  auto const size = in.tellg();
+  if (size < 0) throw framed.fail("cannot be read (it does not support seeking)");
+  framed.end = static_cast<std::uint64_t>(size);
+  in.seekg(0);
+  std::array<char, framed_header_size> header{};
+  in.read(header.data(), static_cast<std::streamsize>(header.size()));
+  auto const got = static_cast<std::size_t>(in.gcount());
+
+  std::size_t const magic_seen = std::min(got, kind.magic.size());
+  if (std::string_view(header.data(), magic_seen) != kind.magic.substr(0, magic_seen)) {
+    throw framed.fail("is not a convoy " + std::string(kind.noun) + " (it does not start with \"" +
+                      std::string(kind.magic) + "\")");
+  }
+  if (got < header.size()) {
+    throw framed.fail("is truncated: its header needs " + std::to_string(header.size()) +
+                      " bytes, found " + std::to_string(got));
+  }
+  auto const version = get_le<std::uint32_t>(header.data() + 8);
+  if (version != kind.version) {
+    throw framed.fail("has format version " + std::to_string(version) + ", this build reads " +
+                      std::to_string(kind.version));
+  }
+  auto const length = get_le<std::uint64_t>(header.data() + 12);
+  auto const stored_crc = get_le<std::uint32_t>(header.data() + 20);
+  std::uint64_t const found = framed.end - header.size();
+  if (found < length) {
+    throw framed.fail("is truncated: the header promises " + std::to_string(length) +
+                      " payload bytes, found " + std::to_string(found));
+  }
+  // Extra bytes mean the length field itself is wrong, so the payload boundary cannot be trusted.
+  if (found > length) {
+    throw framed.fail("is damaged: " + std::to_string(found - length) +
+                      " unexpected bytes follow its payload of " + std::to_string(length));
+  }
+
+  std::uint32_t crc = crc32_empty();
+  std::vector<char> buffer(std::size_t{1} << 20);
+  for (std::uint64_t left = length; left > 0;) {
+    auto const want = static_cast<std::size_t>(std::min<std::uint64_t>(left, buffer.size()));
+    in.read(buffer.data(), static_cast<std::streamsize>(want));
+    if (static_cast<std::size_t>(in.gcount()) != want) {
+      throw framed.fail("could not be read to its end (did it change while being read?)");
+    }
+    crc = crc32_update(crc, buffer.data(), want);
+    left -= want;
+  }
+  if (crc != stored_crc) {
+    throw framed.fail("is damaged: checksum mismatch (the header says " +
+                      std::to_string(stored_crc) + ", the payload sums to " + std::to_string(crc) +
+                      ")");
+  }
+  in.clear();
+  in.seekg(static_cast<std::streamoff>(header.size()));
+  return framed;
+}
+
+// Binary weights files: `binary` has its own magic apart from `portable_binary`'s, as each
+// archive reads only what it wrote itself. JSON files stay plain text, without a header.
+inline constexpr FramedKind binary_weights_kind{"CONVOYWB", 1, "binary weights file"};
+inline constexpr FramedKind portable_weights_kind{"CONVOYWP", 1, "portable binary weights file"};
+
+inline FramedKind const& weights_kind(Format format) {
+  return format == Format::binary ? binary_weights_kind : portable_weights_kind;
+}
+
+// A weights file's bytes: for binary formats a header, then the records.
+inline void write_weights_file(std::ostream& out, std::vector<RecordView> const& records,
+                               Format format) {
+  if (format == Format::json) {
+    write_records(out, records, format);
+  } else {
+    write_framed(out, weights_kind(format),
+                 [&](std::ostream& payload) { write_records(payload, records, format); });
+  }
+}
+
+// Deepest nesting of JSON arrays and objects read. A weights file nests 4 deep ({"tensors":
+// [{"shape": [...]}]}). rapidjson, which cereal's JSON archive uses, parses recursively with no
+// limit, so a file of 200,000 '[' would overflow the stack instead of failing.
+inline constexpr std::size_t json_max_depth = 64;
+
+// Follows JSON text through any number of pieces, tracking how deep arrays and objects nest
+// outside strings. It does not validate the JSON; the parser does that once depth is known safe.
+struct JsonNesting {
+  std::size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+
+  // False as soon as nesting passes json_max_depth.
+  bool feed(char const* text, std::size_t size) {
+    for (std::size_t i = 0; i < size; ++i) {
+      char const c = text[i];
+      if (in_string) {
+        if (escaped) {
+          escaped = false;
+        } else if (c == '\\') {
+          escaped = true;
+        } else if (c == '"') {
+          in_string = false;
+        }
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '[' || c == '{') {
+        if (++depth > json_max_depth) return false;
+      } else if ((c == ']' || c == '}') && depth > 0) {
+        --depth;
+      }
+    }
+    return true;
+  }
+};
+
+// Without the "convoy: <source>" prefix, which read_named() adds.
+[[noreturn]] inline void json_too_deep() {
+  throw LoadError("JSON arrays and objects nest more than " + std::to_string(json_max_depth) +
+                  " levels deep; a weights file needs 4, so it is damaged or not one");
+}
+
+// Parses JSON records from `in` once their nesting is known to be within json_max_depth. A
+// seekable stream is scanned and rewound; any other is read into memory first (cereal builds the
+// whole document in memory anyway).
+inline void read_json_records(std::istream& in, std::map<std::string, Tensor>& named) {
+  JsonNesting nesting;
+  auto const start = in.tellg();
+  if (start < 0) {
+    std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (!nesting.feed(text.data(), text.size())) json_too_deep();
+    std::istringstream copy(std::move(text));
+    cereal::JSONInputArchive ar(copy);
+    load_records(ar, "tensors", named);
+    return;
+  }
+  std::array<char, 1 << 16> block{};
+  while (in.read(block.data(), block.size()) || in.gcount() > 0) {
+    if (!nesting.feed(block.data(), static_cast<std::size_t>(in.gcount()))) json_too_deep();
+  }
+  in.clear();
+  in.seekg(start);
+  cereal::JSONInputArchive ar(in);
+  load_records(ar, "tensors", named);
+}
+
 }  // namespace detail
 
-/// Writes `named` to `out` as a sequence of NamedTensor records in `format`. Blocks on the
+/// Writes `named` to `out` as a sequence of NamedTensor records in `format`: the payload of a
+/// weights file, without the header save_named() puts before binary formats. Blocks on the
 /// stream. Throws cereal::Exception when the stream refuses bytes.
 inline void write_named(std::ostream& out, std::map<std::string, Tensor> const& named,
                         Format format) {
   detail::write_records(out, detail::record_views(named), format);
 }
 
-/// Reads what write_named() wrote. `what` names the source in messages (say "'ckpt/w.bin'").
-/// Blocks on the stream. Throws LoadError naming `what` when the bytes cannot be parsed
-/// (truncated, garbage, another format), when a record's value count differs from its shape's, or
-/// when a name appears twice; never crashes on bad input.
+/// Reads what write_named() wrote (no header). `what` names the source in messages (say
+/// "'ckpt/w.bin'"). Blocks on the stream. Throws LoadError naming `what` when the bytes cannot be
+/// parsed (truncated, garbage, another format, JSON nested deeper than 64 levels), when a record's
+/// value count differs from its shape's, or when a name appears twice; never crashes on bad input.
+/// JSON is scanned before it is parsed: a seekable stream is rewound, any other is held in memory.
 inline std::map<std::string, Tensor> read_named(std::istream& in, Format format,
                                                 std::string const& what) {
   std::map<std::string, Tensor> named;
@@ -391,11 +766,9 @@ inline std::map<std::string, Tensor> read_named(std::istream& in, Format format,
         detail::load_records(ar, "tensors", named);
         break;
       }
-      case Format::json: {
-        cereal::JSONInputArchive ar(in);
-        detail::load_records(ar, "tensors", named);
+      case Format::json:
+        detail::read_json_records(in, named);
         break;
-      }
     }
   } catch (LoadError const& e) {
     // Record errors are raised deep inside cereal, which does not know the source's name.
@@ -407,25 +780,35 @@ inline std::map<std::string, Tensor> read_named(std::istream& in, Format format,
   return named;
 }
 
-/// Writes `named` to `path` in `format`, atomically (see save_weights). Blocks on file I/O.
-/// Throws convoy::Error naming the path and the system's reason when it cannot be written.
+/// Writes `named` to `path` in `format`, atomically (see save_weights). Binary formats get a
+/// 24-byte header: magic "CONVOYWB" (binary) or "CONVOYWP" (portable binary), format version 1,
+/// payload length and CRC-32, little-endian; JSON is written plain. Blocks on file I/O. Throws
+/// convoy::Error naming the path and the system's reason when it cannot be written.
 inline void save_named(std::filesystem::path const& path,
                        std::map<std::string, Tensor> const& named, Format format) {
   auto const records = detail::record_views(named);
-  detail::write_atomically(path,
-                           [&](std::ostream& out) { detail::write_records(out, records, format); });
+  detail::write_atomically(
+      path, [&](std::ostream& out) { detail::write_weights_file(out, records, format); });
 }
 
-/// Reads a file written by save_named() or save_weights(). Blocks on file I/O. Throws
-/// convoy::Error naming the path when it is missing or unreadable, LoadError naming it when its
-/// contents cannot be parsed (see read_named).
+/// Reads a file written by save_named() or save_weights(). Blocks on file I/O (a binary file is
+/// read twice: once for its checksum, once to parse). Throws convoy::Error naming the path when it
+/// is missing, is not a regular file or cannot be opened; LoadError naming it when a binary file
+/// is not a convoy weights file of that format, has another format version, is truncated, fails
+/// its checksum or has bytes left over, or when the contents cannot be parsed (see read_named).
 inline std::map<std::string, Tensor> load_named(std::filesystem::path const& path, Format format) {
   auto in = detail::open_for_reading<Error>(path, "weights file");
-  return read_named(in, format, "'" + path.string() + "'");
+  std::string const what = "'" + path.string() + "'";
+  if (format == Format::json) return read_named(in, format, what);
+  auto framed = detail::check_framed<LoadError>(std::move(in), path, detail::weights_kind(format));
+  auto named = read_named(framed.in, format, what);
+  framed.require_consumed();
+  return named;
 }
 
 /// Saves every variable of `vars` by name to `path`, in `format` or else the one its extension
-/// names (format_for). The file is replaced atomically: written to `<path>.tmp-<pid>`, synced, then
+/// names (format_for); binary formats carry a header with a checksum (see save_named). The file is
+/// replaced atomically: written to `<path>.tmp-<pid>`, synced, then
 /// renamed, so a crash leaves the old file or the new one. Blocks on file I/O; `vars` must not be
 /// written meanwhile. Throws convoy::Error for an unknown extension or when the file cannot be
 /// written (naming the path and the system's reason).
@@ -433,14 +816,14 @@ inline void save_weights(std::filesystem::path const& path, Variables const& var
                          std::optional<Format> format = {}) {
   Format const chosen = format ? *format : format_for(path);
   auto const records = detail::record_views(vars);
-  detail::write_atomically(path,
-                           [&](std::ostream& out) { detail::write_records(out, records, chosen); });
+  detail::write_atomically(
+      path, [&](std::ostream& out) { detail::write_weights_file(out, records, chosen); });
 }
 
 /// Loads weights saved by save_weights() into `vars`, matching records to variables by name.
 /// Blocks on file I/O. Throws convoy::Error when the file is missing or unreadable, and LoadError
-/// naming the path when it cannot be parsed or when any name is unknown, missing or mis-shaped
-/// (the message lists all of them). On any error `vars` is unchanged.
+/// naming the path when it is refused (see load_named) or when any name is unknown, missing or
+/// mis-shaped (the message lists all of them). On any error `vars` is unchanged.
 inline void load_weights(std::filesystem::path const& path, Variables& vars,
                          std::optional<Format> format = {}) {
   Format const chosen = format ? *format : format_for(path);

@@ -1,8 +1,15 @@
 // Tests for io/idx.hpp and io/fashion_mnist.hpp: IDX files written here (gzipped and plain) round
 // trip, every malformed file is a DatasetError naming the file and the problem, a fake
 // Fashion-MNIST directory loads with the right scaling, and the real test split loads when Debian's
-// package is there.
+// package is there. Hostile input (special files, gzip bombs, lying headers, cut trailers) is
+// refused without blocking or allocating what the header promises.
 #include <doctest/doctest.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -10,11 +17,15 @@
 #include <convoy/io/fashion_mnist.hpp>
 #include <convoy/io/idx.hpp>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <new>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "temp_dir.hpp"
@@ -55,10 +66,16 @@ void write_gz(fs::path const& path, std::vector<std::uint8_t> const& bytes) {
   REQUIRE(gzclose(file) == Z_OK);
 }
 
-// The message of the DatasetError that read_idx(path) throws, or "" when it throws none.
-std::string idx_error(fs::path const& path) {
+// No cap of the caller's beyond read_idx's own 2^32 elements.
+constexpr std::uint64_t any_size = std::uint64_t{1} << 32;
+
+convoy::io::IdxArray read_idx(fs::path const& path) { return convoy::io::read_idx(path, any_size); }
+
+// The message of the DatasetError that read_idx(path, max_elements) throws, or "" when it throws
+// none.
+std::string idx_error(fs::path const& path, std::uint64_t max_elements = any_size) {
   try {
-    (void)convoy::io::read_idx(path);
+    (void)convoy::io::read_idx(path, max_elements);
   } catch (DatasetError const& e) {
     return e.what();
   }
@@ -93,7 +110,7 @@ TEST_CASE("read_idx round-trips shape and data, gzipped and plain") {
     CAPTURE(gz);
     auto const path = dir / (gz ? "a.idx.gz" : "a.idx");
     (gz ? write_gz : write_plain)(path, idx_bytes({2, 3, 5}, data));
-    auto const array = convoy::io::read_idx(path);
+    auto const array = read_idx(path);
     CHECK(array.shape == std::vector<std::uint32_t>{2, 3, 5});
     CHECK(array.data == data);
   }
@@ -105,7 +122,7 @@ TEST_CASE("read_idx reads sizes big-endian and data larger than one chunk") {
   auto const data = counting(300u * 70000u);
   auto const path = dir / "large.gz";
   write_gz(path, idx_bytes({300, 70000}, data));
-  auto const array = convoy::io::read_idx(path);
+  auto const array = read_idx(path);
   CHECK(array.shape == std::vector<std::uint32_t>{300, 70000});
   CHECK(array.data == data);
 }
@@ -113,12 +130,12 @@ TEST_CASE("read_idx reads sizes big-endian and data larger than one chunk") {
 TEST_CASE("read_idx accepts empty arrays and 1-D files") {
   TempDir dir("idx-edge");
   write_plain(dir / "empty", idx_bytes({0, 28, 28}, {}));
-  auto const empty = convoy::io::read_idx(dir / "empty");
+  auto const empty = read_idx(dir / "empty");
   CHECK(empty.shape == std::vector<std::uint32_t>{0, 28, 28});
   CHECK(empty.data.empty());
 
   write_gz(dir / "labels.gz", idx_bytes({4}, {9, 0, 1, 2}));
-  auto const labels = convoy::io::read_idx(dir / "labels.gz");
+  auto const labels = read_idx(dir / "labels.gz");
   CHECK(labels.shape == std::vector<std::uint32_t>{4});
   CHECK(labels.data == std::vector<std::uint8_t>{9, 0, 1, 2});
 }
@@ -238,7 +255,7 @@ TEST_CASE("read_idx refuses sizes whose product exceeds 2^32 elements without al
     write_gz(path, idx_bytes(shape, {1, 2, 3}));
     auto const message = idx_error(path);
     CHECK(contains(message, path.string()));
-    CHECK(contains(message, "exceed 2^32 elements"));
+    CHECK(contains(message, "promise more than the 4294967296 elements expected"));
   }
   // Exactly 2^32 elements is allowed by the header check; the 3 bytes present are then too few.
   write_plain(dir / "big", idx_bytes({65536, 65536}, {1, 2, 3}));
@@ -388,4 +405,210 @@ TEST_CASE("the real Fashion-MNIST test split, when Debian's package is installed
   }
   CHECK(pixels_in_range);
   CHECK(max_pixel == 1.0f);
+}
+
+namespace {
+
+// Runs `body` in a child process that SIGALRM kills after `seconds`; returns its exit status, or
+// 128 + the signal that ended it. Keeps a hang (a blocking open) or an allocation under a memory
+// limit from taking the test program with it.
+template <class Body>
+int in_child(unsigned seconds, Body&& body) {
+  std::fflush(nullptr);
+  pid_t const child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::alarm(seconds);
+    int code = 99;
+    try {
+      code = body();
+    } catch (...) {
+      code = 98;
+    }
+    std::_Exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Streams `header` and then `zeros` zero bytes through gzwrite, run-length coded, so gigabytes of
+// data take a file of about a thousandth of their size and a second to write.
+void write_gz_zeros(fs::path const& path, std::vector<std::uint8_t> const& header,
+                    std::uint64_t zeros) {
+  gzFile file = gzopen(path.string().c_str(), "wb9R");
+  REQUIRE(file != nullptr);
+  REQUIRE(gzwrite(file, header.data(), static_cast<unsigned>(header.size())) ==
+          static_cast<int>(header.size()));
+  std::vector<std::uint8_t> const block(std::size_t{1} << 20, 0);
+  for (std::uint64_t left = zeros; left > 0;) {
+    auto const take = static_cast<unsigned>(std::min<std::uint64_t>(left, block.size()));
+    REQUIRE(gzwrite(file, block.data(), take) == static_cast<int>(take));
+    left -= take;
+  }
+  REQUIRE(gzclose(file) == Z_OK);
+}
+
+std::string bytes_of(fs::path const& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void write_bytes(fs::path const& path, std::string_view bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace
+
+TEST_CASE("read_idx refuses a header promising more elements than its caller expects") {
+  TempDir dir("idx-cap");
+  auto const path = dir / "images.gz";
+  write_gz(path, idx_bytes({3, 2, 2}, counting(12)));
+  CHECK(convoy::io::read_idx(path, 12).data == counting(12));  // exactly the cap loads
+
+  auto const message = idx_error(path, 11);
+  CHECK(contains(message, path.string()));
+  CHECK(contains(message, "sizes 3 x 2 x 2 promise more than the 11 elements expected"));
+}
+
+TEST_CASE("read_idx allocates with the data read, not with the header's promise") {
+  TempDir dir("idx-memory");
+  // 2^32 elements promised, 3 present. Under an address-space limit 64 MiB above what the child
+  // already maps, any allocation sized from the promise (even a 256 MiB down payment) fails.
+  auto const path = dir / "liar";
+  write_plain(path, idx_bytes({65536, 65536}, {1, 2, 3}));
+  int const code = in_child(60, [&] {
+    std::ifstream status("/proc/self/status");
+    std::uint64_t mapped_kib = 0;
+    for (std::string line; std::getline(status, line);) {
+      if (line.starts_with("VmSize:")) mapped_kib = std::stoull(line.substr(7));
+    }
+    if (mapped_kib == 0) return 3;
+    rlim_t const limit = (mapped_kib << 10) + (rlim_t{64} << 20);
+    rlimit const cap{limit, limit};
+    if (::setrlimit(RLIMIT_AS, &cap) != 0) return 4;
+    try {
+      (void)convoy::io::read_idx(path, any_size);
+    } catch (DatasetError const& e) {
+      return contains(e.what(), "promises 4294967296 bytes, found 3") ? 0 : 5;
+    } catch (std::bad_alloc const&) {
+      return 6;
+    }
+    return 7;
+  });
+  CHECK(code == 0);  // 6: an allocation followed the header rather than the data
+}
+
+TEST_CASE("read_idx refuses a FIFO, a socket and a device without blocking, naming the path") {
+  TempDir dir("idx-special");
+  auto const fifo = dir / "fifo.gz";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // Opening a FIFO with no writer blocks forever; the child is killed after 10 s if it does.
+  int const code = in_child(10, [&] {
+    auto const message = idx_error(fifo);
+    return contains(message, fifo.string()) && contains(message, "a FIFO, not a regular file") ? 0
+                                                                                               : 1;
+  });
+  CHECK(code == 0);  // 142 (128 + SIGALRM): read_idx blocked opening the FIFO
+
+  auto const socket_path = dir / "socket";
+  int const fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  REQUIRE(socket_path.string().size() < sizeof address.sun_path);
+  std::strcpy(address.sun_path, socket_path.c_str());
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr const*>(&address), sizeof address) == 0);
+  auto const socket_message = idx_error(socket_path);
+  ::close(fd);
+  CHECK(contains(socket_message, socket_path.string()));
+  CHECK(contains(socket_message, "a socket, not a regular file"));
+
+  // /dev/zero would never end; a symbolic link to it is judged by what it points to.
+  fs::create_symlink("/dev/zero", dir / "zero.gz");
+  for (fs::path const& device : {fs::path("/dev/zero"), dir / "zero.gz"}) {
+    CAPTURE(device);
+    auto const message = idx_error(device);
+    CHECK(contains(message, device.string()));
+    CHECK(contains(message, "a character device, not a regular file"));
+  }
+}
+
+TEST_CASE("a gzip bomb stops at the caller's cap") {
+  TempDir dir("idx-bomb");
+  constexpr std::uint64_t gib = std::uint64_t{1} << 30;
+  constexpr std::uint32_t cap = 1 << 20;
+
+  // A header promising 2^32 bytes, then zeros: refused before any data is inflated.
+  auto const promise = dir / "promise.gz";
+  write_gz_zeros(promise, idx_bytes({65536, 65536}, {}), gib / 16);
+  CHECK(fs::file_size(promise) < 2u << 20);
+  auto const promised = idx_error(promise, cap);
+  CHECK(contains(promised, promise.string()));
+  CHECK(contains(promised, "promise more than the 1048576 elements expected"));
+
+  // An honest header within the cap, then the same gigabyte: read stops one byte past the data.
+  auto const trailing = dir / "trailing.gz";
+  write_gz_zeros(trailing, idx_bytes({cap}, {}), cap + gib);
+  auto const longer = idx_error(trailing, cap);
+  CHECK(contains(longer, trailing.string()));
+  CHECK(contains(longer, "longer than its header says (1048576 bytes of data)"));
+
+  // Fashion-MNIST states its own caps: 60,000 training images of 28 x 28.
+  write_gz_zeros(dir / "train-images-idx3-ubyte.gz", idx_bytes({60001, 28, 28}, {}), gib / 16);
+  write_gz(dir / "train-labels-idx1-ubyte.gz", idx_bytes({1}, {0}));
+  auto const fashion = fashion_error(convoy::io::Split::train, dir.path);
+  CHECK(contains(fashion, (dir / "train-images-idx3-ubyte.gz").string()));
+  CHECK(contains(fashion, "sizes 60001 x 28 x 28 promise more than the 47040000 elements"));
+}
+
+TEST_CASE("a gzip file whose trailer is cut by 1 to 8 bytes is refused whatever its size") {
+  TempDir dir("idx-trailer");
+  // 24 MB of data: reads of 16 MiB chunks end exactly at the last data byte, where zlib's gzread
+  // used to report a clean end of file although the trailer was missing.
+  auto const whole = dir / "whole.gz";
+  write_gz(whole, idx_bytes({300, 80000}, counting(300u * 80000u)));
+  auto const compressed = bytes_of(whole);
+  REQUIRE(read_idx(whole).data.size() == 300u * 80000u);
+  for (std::size_t cut = 1; cut <= 8; ++cut) {
+    CAPTURE(cut);
+    auto const path = dir / ("cut-" + std::to_string(cut) + ".gz");
+    write_bytes(path, std::string_view(compressed).substr(0, compressed.size() - cut));
+    auto const message = idx_error(path);
+    CHECK(contains(message, path.string()));
+    CHECK(contains(message, "compressed stream truncated after 24000012 bytes of data"));
+  }
+
+  fs::path const real = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
+  std::error_code ignored;
+  if (!fs::exists(real, ignored)) {
+    MESSAGE("dataset-fashion-mnist is not installed (no " << real.string()
+                                                          << "); skipping the real-file check");
+    return;
+  }
+  auto const real_bytes = bytes_of(real);
+  auto const path = dir / "train-images-idx3-ubyte.gz";
+  write_bytes(path, std::string_view(real_bytes).substr(0, real_bytes.size() - 8));
+  auto const message = idx_error(path);
+  CHECK(contains(message, path.string()));
+  CHECK(contains(message, "compressed stream truncated after 47040016 bytes of data"));
+}
+
+TEST_CASE("read_idx reads a gzip file of several members and refuses bytes after the last") {
+  TempDir dir("idx-members");
+  auto const data = idx_bytes({2, 4}, counting(8));
+  auto const first = dir / "first.gz";
+  auto const second = dir / "second.gz";
+  write_gz(first, std::vector<std::uint8_t>(data.begin(), data.begin() + 7));
+  write_gz(second, std::vector<std::uint8_t>(data.begin() + 7, data.end()));
+  auto const joined = dir / "joined.gz";
+  write_bytes(joined, bytes_of(first) + bytes_of(second));
+  CHECK(read_idx(joined).data == counting(8));
+
+  auto const padded = dir / "padded.gz";
+  write_bytes(padded, bytes_of(first) + bytes_of(second) + std::string(4, '\0'));
+  auto const message = idx_error(padded);
+  CHECK(contains(message, padded.string()));
+  CHECK(contains(message, "damaged compressed data"));
 }

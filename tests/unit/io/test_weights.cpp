@@ -1,7 +1,10 @@
 // Weights files: round trips in every format, name-by-name checking on load, and refusal (never a
-// crash) of missing, truncated, garbage and inconsistent files.
+// crash) of missing, truncated, damaged, garbage, too deeply nested and inconsistent files.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <bit>
 #include <cfloat>
 #include <convoy/io/weights.hpp>
@@ -10,6 +13,7 @@
 #include <fstream>
 #include <helpers.hpp>
 #include <iterator>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -68,6 +72,33 @@ struct Case {
   char const* file;
   Format format;
 };
+
+// A binary weights file's documented layout: magic, version, payload length and CRC-32, all
+// little-endian, then the payload. Written here independently of the library's writer.
+std::string framed(std::string const& magic, std::uint32_t version, std::string const& payload) {
+  auto const crc = static_cast<std::uint32_t>(::crc32(
+      0L, reinterpret_cast<Bytef const*>(payload.data()), static_cast<uInt>(payload.size())));
+  std::string out = magic;
+  for (int i = 0; i < 4; ++i) out += static_cast<char>((version >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i) out += static_cast<char>((payload.size() >> (8 * i)) & 0xff);
+  for (int i = 0; i < 4; ++i) out += static_cast<char>((crc >> (8 * i)) & 0xff);
+  return out + payload;
+}
+
+std::string magic_of(Format format) { return format == Format::binary ? "CONVOYWB" : "CONVOYWP"; }
+
+constexpr std::size_t header_size = 24;
+
+bool contains(std::string const& text, std::string const& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::vector<std::string> file_names(fs::path const& dir) {
+  std::vector<std::string> names;
+  for (auto const& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
 constexpr Case all_formats[] = {
     {"w.bin", Format::binary}, {"w.pbin", Format::portable_binary}, {"w.json", Format::json}};
 
@@ -188,7 +219,7 @@ TEST_CASE("a record whose value count differs from its shape is refused by name"
   for (auto const& c : all_formats) {
     CAPTURE(c.file);
     {
-      std::ofstream out(dir / c.file, std::ios::binary);
+      std::ostringstream out;
       if (c.format == Format::binary) {
         cereal::BinaryOutputArchive ar(out);
         ar(cereal::make_nvp("tensors", records));
@@ -199,6 +230,9 @@ TEST_CASE("a record whose value count differs from its shape is refused by name"
         cereal::JSONOutputArchive ar(out);
         ar(cereal::make_nvp("tensors", records));
       }
+      // Binary files carry the header; JSON is plain.
+      write_file(dir / c.file,
+                 c.format == Format::json ? out.str() : framed(magic_of(c.format), 1, out.str()));
     }
     auto vars = make_dense(0.0f);
     auto const before = bits(vars);
@@ -211,9 +245,12 @@ TEST_CASE("a record whose value count differs from its shape is refused by name"
     // The same records with a consistent bias load: the forged layout is the real one.
     records[1].data.resize(4);
     {
-      std::ofstream out(dir / "ok.bin", std::ios::binary);
-      cereal::BinaryOutputArchive ar(out);
-      ar(cereal::make_nvp("tensors", records));
+      std::ostringstream out;
+      {
+        cereal::BinaryOutputArchive ar(out);
+        ar(cereal::make_nvp("tensors", records));
+      }
+      write_file(dir / "ok.bin", framed("CONVOYWB", 1, out.str()));
     }
     convoy::io::load_weights(dir / "ok.bin", vars);
     CHECK(vars.value(vars.at("dense/kernel"))[11] == 1.0f);
@@ -245,6 +282,7 @@ TEST_CASE("a binary file cut at any byte gives LoadError naming the path") {
       auto const before = bits(vars);
       auto const message = load_error([&] { convoy::io::load_weights(dir / c.file, vars); });
       CHECK(message.find((dir / c.file).string()) != std::string::npos);
+      CHECK(message.find("is truncated") != std::string::npos);
       CHECK(bits(vars) == before);
     }
   }
@@ -312,5 +350,191 @@ TEST_CASE("saving replaces the file and leaves no temporary file behind") {
   for (auto const& name : names) {
     CAPTURE(name);
     CHECK(name.find(".tmp-") == std::string::npos);
+  }
+}
+
+TEST_CASE("a binary weights file starts with the documented little-endian header") {
+  convoy::testing::TempDir dir("weights-header");
+  for (auto const& c : {all_formats[0], all_formats[1]}) {
+    CAPTURE(c.file);
+    convoy::io::save_weights(dir / c.file, make_dense(0.5f));
+    auto const bytes = read_file(dir / c.file);
+    REQUIRE(bytes.size() > header_size);
+    // Rebuilding the header from the payload gives the same bytes: magic, version 1, length, CRC.
+    CHECK(bytes == framed(magic_of(c.format), 1, bytes.substr(header_size)));
+  }
+  convoy::io::save_weights(dir / "w.json", make_dense(0.5f));
+  CHECK(read_file(dir / "w.json").starts_with("{"));
+}
+
+TEST_CASE("binary weights files that are random, cut, damaged or of another version are refused") {
+  convoy::testing::TempDir dir("weights-framed");
+  for (auto const& c : {all_formats[0], all_formats[1]}) {
+    CAPTURE(c.file);
+    auto const path = dir / c.file;
+    convoy::io::save_weights(path, make_dense(0.0f));
+    auto const whole = read_file(path);
+    auto const refusal = [&](std::string const& bytes) {
+      write_file(path, bytes);
+      auto vars = make_dense(3.0f);
+      auto const before = bits(vars);
+      auto const message = load_error([&] { convoy::io::load_weights(path, vars); });
+      CHECK(message.find(path.string()) != std::string::npos);
+      CHECK(bits(vars) == before);
+      return message;
+    };
+
+    std::mt19937 rng(7);
+    std::string random(4096, '\0');
+    for (auto& b : random) b = static_cast<char>(rng());
+    std::string const noun = c.format == Format::binary ? "binary" : "portable binary";
+    CHECK(refusal(random).find("is not a convoy " + noun + " weights file") != std::string::npos);
+    // Random bytes behind a genuine magic and version: the length they hold does not fit.
+    CHECK(refusal(magic_of(c.format) + std::string("\x01\0\0\0", 4) + random)
+              .find("is truncated: the header promises ") != std::string::npos);
+
+    auto const payload = whole.size() - header_size;
+    CHECK(refusal(whole.substr(0, whole.size() - 1))
+              .find("is truncated: the header promises " + std::to_string(payload) +
+                    " payload bytes, found " + std::to_string(payload - 1)) != std::string::npos);
+
+    for (std::size_t at : {header_size, header_size + payload / 2, whole.size() - 1}) {
+      CAPTURE(at);
+      auto flipped = whole;
+      flipped[at] = static_cast<char>(flipped[at] ^ 0x04);
+      CHECK(refusal(flipped).find("checksum mismatch") != std::string::npos);
+    }
+
+    auto other = whole;
+    other[8] = '\x02';
+    CHECK(refusal(other).find("has format version 2, this build reads 1") != std::string::npos);
+
+    // The other binary format's file is refused by its magic, not misread.
+    convoy::io::save_weights(path, make_dense(0.0f),
+                             c.format == Format::binary ? Format::portable_binary : Format::binary);
+    CHECK(refusal(read_file(path)).find("does not start with \"" + magic_of(c.format)) !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("JSON nested 200,000 deep is refused by name instead of overflowing the stack") {
+  convoy::testing::TempDir dir("weights-deep");
+  std::string const deep(200000, '[');
+  for (std::string const& text :
+       {deep, "{\"tensors\":" + deep, "{\"tensors\": [{\"name\": " + deep}) {
+    CAPTURE(text.substr(0, 30));
+    write_file(dir / "w.json", text);
+    auto vars = make_dense(0.0f);
+    auto const message = load_error([&] { convoy::io::load_weights(dir / "w.json", vars); });
+    CHECK(message.find((dir / "w.json").string()) != std::string::npos);
+    CHECK(message.find("nest more than 64 levels deep") != std::string::npos);
+
+    // A stream that cannot seek is read into memory and checked the same way.
+    std::stringbuf text_buffer(text);
+    struct NoSeek : std::streambuf {
+      std::stringbuf* from;
+      explicit NoSeek(std::stringbuf* source) : from(source) {}
+      int_type underflow() override { return from->sgetc(); }
+      int_type uflow() override { return from->sbumpc(); }
+    } no_seek(&text_buffer);
+    std::istream stream(&no_seek);
+    CHECK_THROWS_WITH_AS(convoy::io::read_named(stream, Format::json, "'pipe'"),
+                         doctest::Contains("'pipe': JSON arrays and objects nest more than 64"),
+                         convoy::LoadError);
+  }
+}
+
+TEST_CASE("brackets inside JSON strings do not count as nesting") {
+  std::string const name = std::string(100, '[') + "\\\"" + std::string(100, '{');
+  std::map<std::string, convoy::Tensor> const named{{name, convoy::Tensor{{1}, {2.5f}}}};
+  std::stringstream stream;
+  convoy::io::write_named(stream, named, Format::json);
+  REQUIRE(stream.str().find(std::string(100, '[')) != std::string::npos);
+  CHECK(convoy::io::read_named(stream, Format::json, "'memory'") == named);
+}
+
+TEST_CASE("require_writable_directory creates a missing directory and leaves nothing in it") {
+  convoy::testing::TempDir dir("writable-dir");
+  auto const fresh = dir / "a" / "b";
+  convoy::io::require_writable_directory(fresh, "checkpoint directory");
+  CHECK(fs::is_directory(fresh));
+  CHECK(fs::is_empty(fresh));
+  convoy::io::require_writable_directory(fresh, "checkpoint directory");  // existing: fine too
+  CHECK(fs::is_empty(fresh));
+}
+
+TEST_CASE("require_writable_directory names the role, the path and the reason") {
+  convoy::testing::TempDir dir("unwritable-dir");
+  write_file(dir / "plain", "x");
+  auto const refusal = [](fs::path const& path) {
+    return convoy::testing::message_of<convoy::Error>(
+        [&] { convoy::io::require_writable_directory(path, "checkpoint directory"); });
+  };
+
+  // Under a regular file: no one, root included, can create it.
+  auto const under_file = refusal(dir / "plain" / "ckpt");
+  CHECK(contains(under_file, "checkpoint directory '" + (dir / "plain" / "ckpt").string() + "'"));
+  CHECK(contains(under_file, "cannot be created: Not a directory"));
+
+  auto const file = refusal(dir / "plain");
+  CHECK(
+      contains(file, "checkpoint directory '" + (dir / "plain").string() + "' is not a directory"));
+
+  // /proc exists and is a directory, but takes no new files, whatever the user's privileges.
+  auto const proc = refusal("/proc");
+  CHECK(contains(proc, "checkpoint directory '/proc' is not writable"));
+  auto const in_proc = refusal("/proc/convoy-no-such-dir");
+  CHECK(contains(in_proc, "'/proc/convoy-no-such-dir' cannot be created"));
+}
+
+TEST_CASE("require_writable_file refuses directories, bad parents and unknown extensions") {
+  convoy::testing::TempDir dir("writable-file");
+  auto const refusal = [](fs::path const& path, bool weights_format) {
+    return convoy::testing::message_of<convoy::Error>(
+        [&] { convoy::io::require_writable_file(path, "weights file", weights_format); });
+  };
+  // Absent or existing regular files in a writable directory pass, and nothing is changed.
+  convoy::io::require_writable_file(dir / "w.bin", "weights file", true);
+  write_file(dir / "w.pbin", "old");
+  convoy::io::require_writable_file(dir / "w.pbin", "weights file", true);
+  CHECK(read_file(dir / "w.pbin") == "old");
+  CHECK(file_names(dir.path) == std::vector<std::string>{"w.pbin"});
+
+  fs::create_directory(dir / "d.bin");
+  auto const directory = refusal(dir / "d.bin", true);
+  CHECK(contains(directory, "weights file '" + (dir / "d.bin").string() + "' is a directory"));
+
+  write_file(dir / "plain", "x");
+  auto const under_file = refusal(dir / "plain" / "w.bin", true);
+  CHECK(contains(under_file, (dir / "plain" / "w.bin").string()));
+  CHECK(
+      contains(under_file, "its directory '" + (dir / "plain").string() + "' is not a directory"));
+
+  auto const missing = refusal(dir / "no" / "w.bin", false);
+  CHECK(contains(missing, "its directory '" + (dir / "no").string() + "' does not exist"));
+
+  auto const proc = refusal("/proc/w.bin", true);
+  CHECK(contains(proc, "weights file '/proc/w.bin': its directory '/proc' is not writable"));
+
+  auto const extension = refusal(dir / "w.txt", true);
+  CHECK(contains(extension, (dir / "w.txt").string()));
+  CHECK(contains(extension, "*.bin"));
+  convoy::io::require_writable_file(dir / "w.txt", "log file");  // no format asked for
+
+  REQUIRE(::mkfifo((dir / "fifo.bin").c_str(), 0600) == 0);
+  CHECK(contains(refusal(dir / "fifo.bin", true), "is not a regular file"));
+}
+
+TEST_CASE("a weights file that is a FIFO or a directory is refused by name without blocking") {
+  convoy::testing::TempDir dir("weights-special");
+  REQUIRE(::mkfifo((dir / "w.json").c_str(), 0600) == 0);
+  fs::create_directory(dir / "w.bin");
+  auto vars = make_dense(0.0f);
+  for (char const* name : {"w.json", "w.bin"}) {
+    CAPTURE(name);
+    auto const message = convoy::testing::message_of<convoy::Error>(
+        [&] { convoy::io::load_weights(dir / name, vars); });
+    CHECK(contains(message, (dir / name).string()));
+    CHECK((contains(message, "not a regular file") || contains(message, "is a directory")));
   }
 }
