@@ -110,12 +110,15 @@ class Trainer {
     std::ostream* log = options.log;
     std::uint64_t seed = options.seed;
     if (!options.checkpoint_dir.empty()) {
-      require_writable_directory(options.checkpoint_dir);
+      // Refused now rather than after the last step; and what a killed writer left is cleared.
+      io::require_writable_directory(options.checkpoint_dir, "checkpoint directory");
+      io::remove_stale_temporaries(options.checkpoint_dir);
       if (options.resume) {
-        if (auto latest = io::latest_checkpoint(options.checkpoint_dir)) {
+        std::ostream* warnings = log ? log : &std::clog;
+        if (auto latest = io::load_latest_checkpoint(options.checkpoint_dir, warnings)) {
           seed = restore(*latest);
           if (log) {
-            *log << "convoy: resumed from " << latest->string() << " at global step "
+            *log << "convoy: resumed from " << latest->file.string() << " at global step "
                  << strategy_.global_step() << "\n";
           }
         }
@@ -230,20 +233,25 @@ class Trainer {
   /// data seed the checkpointed run used. Throws CheckpointError or LoadError naming the file and
   /// what does not match; nothing changes then.
   std::uint64_t restore(std::filesystem::path const& file) {
-    io::Checkpoint const loaded = io::load_checkpoint(file);
-    if (loaded.state.optimizer != strategy_.optimizer().name()) {
-      throw CheckpointError("convoy: checkpoint '" + file.string() + "' holds " +
-                            loaded.state.optimizer + " state but this run uses " +
+    return restore(io::LoadedCheckpoint{file, io::load_checkpoint(file)});
+  }
+  /// The same, for a checkpoint already read (io::load_latest_checkpoint).
+  std::uint64_t restore(io::LoadedCheckpoint const& loaded) {
+    auto const& file = loaded.file;
+    auto const& state = loaded.checkpoint.state;
+    if (state.optimizer != strategy_.optimizer().name()) {
+      throw CheckpointError("convoy: checkpoint '" + file.string() + "' holds " + state.optimizer +
+                            " state but this run uses " +
                             std::string(strategy_.optimizer().name()));
     }
     try {
-      strategy_.restore(loaded.state);
+      strategy_.restore(state);
     } catch (LoadError const& e) {
       throw LoadError("convoy: checkpoint '" + file.string() + "': " + e.what());
     } catch (Error const& e) {
       throw CheckpointError("convoy: checkpoint '" + file.string() + "': " + e.what());
     }
-    return loaded.data_seed;
+    return loaded.checkpoint.data_seed;
   }
 
  private:
@@ -253,15 +261,6 @@ class Trainer {
       return evaluate(data);
     } else {
       return Metrics{};
-    }
-  }
-
-  static void require_writable_directory(std::filesystem::path const& dir) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec || !std::filesystem::is_directory(dir, ec)) {
-      throw Error("convoy: checkpoint directory '" + dir.string() +
-                  "' cannot be created: " + (ec ? ec.message() : "not a directory"));
     }
   }
 

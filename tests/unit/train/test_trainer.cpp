@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <helpers.hpp>
 #include <synthetic.hpp>
 #include <thread>
 #include <temp_dir.hpp>
@@ -178,6 +179,58 @@ TEST_CASE("a damaged latest checkpoint stops the run instead of silently startin
   CHECK_THROWS_AS(
       second.fit(data, {.steps = 10, .batch_size = 96, .log = nullptr, .checkpoint_dir = dir.path}),
       CheckpointError);
+}
+
+TEST_CASE("a damaged newest checkpoint falls back to the older one, with a warning naming both") {
+  testing::TempDir dir("fallback");
+  auto first = make_trainer();
+  first.fit(data, {.steps = 20,
+                   .batch_size = 96,
+                   .log = nullptr,
+                   .checkpoint_dir = dir.path,
+                   .checkpoint_every = 10});
+  auto const newest = dir / io::checkpoint_file_name(20);
+  auto const older = dir / io::checkpoint_file_name(10);
+  REQUIRE(std::filesystem::exists(older));
+  std::filesystem::resize_file(newest, 0);  // an empty file, as a full disk leaves
+  auto second = make_trainer();
+  std::ostringstream log;
+  auto const result = second.fit(
+      data, {.steps = 30, .batch_size = 96, .log = &log, .checkpoint_dir = dir.path});
+  auto const text = log.str();
+  CHECK(text.find(newest.string()) != std::string::npos);
+  CHECK(text.find(older.string()) != std::string::npos);
+  CHECK(text.find("at global step 10") != std::string::npos);
+  CHECK(result.global_step == 30);
+}
+
+TEST_CASE("a checkpoint directory that cannot be written is refused before the first step") {
+  testing::TempDir dir("unwritable");
+  testing::write_file(dir / "plain-file", "x");
+  auto trainer = make_trainer();
+  int steps = 0;
+  Callback count = [&](StepReport const&) { return ++steps > 0; };
+  CHECK_THROWS_WITH_AS(trainer.fit(data, {.steps = 5,
+                                          .batch_size = 96,
+                                          .log = nullptr,
+                                          .checkpoint_dir = dir / "plain-file" / "ckpt",
+                                          .callbacks = {count}}),
+                       doctest::Contains("checkpoint directory"), Error);
+  CHECK(steps == 0);
+}
+
+TEST_CASE("a temporary file left by a killed checkpoint writer is removed at the next start") {
+  testing::TempDir dir("stale");
+  pid_t const child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) std::_Exit(0);
+  REQUIRE(waitpid(child, nullptr, 0) == child);  // a pid that is surely dead now
+  auto const stale =
+      dir / (io::checkpoint_file_name(10) + ".tmp-" + std::to_string(static_cast<long>(child)));
+  testing::write_file(stale, "half a checkpoint");
+  auto trainer = make_trainer();
+  trainer.fit(data, {.steps = 2, .batch_size = 96, .log = nullptr, .checkpoint_dir = dir.path});
+  CHECK_FALSE(std::filesystem::exists(stale));
 }
 
 TEST_CASE("asynchronous training checkpoints consistent weights and counts global steps") {
