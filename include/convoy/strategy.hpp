@@ -148,9 +148,13 @@ class Strategy {
   optim::Optimizer const& optimizer() const { return engine_.state().optimizer(); }
 
   /// Runs steps until a goal of `plan` is reached; blocks. See the engine's run() for errors
-  /// (comm/in_process/engine.hpp). Throws Error before starting when the optimizer state does not
-  /// fit.
+  /// (comm/in_process/engine.hpp). Throws Error before starting for a plan without a goal or a
+  /// batch function, or an optimizer state that does not fit.
   void run(RunPlan const& plan) {
+    if (plan.until <= 0 && plan.until_batches <= 0) {
+      throw Error("convoy: a RunPlan needs a goal: until (global steps) or until_batches > 0");
+    }
+    if (!plan.batch) throw Error("convoy: a RunPlan needs a batch function");
     running_ = true;
     struct Done {
       bool& running;
