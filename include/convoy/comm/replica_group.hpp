@@ -64,7 +64,7 @@ class ReplicaGroup {
   std::shared_ptr<Model> const& handle(std::size_t r) const { return replicas_[r]; }
   Variables& variables(std::size_t r) { return replicas_[r]->variables(); }
   /// Replica 0's Variables: names, shapes and offsets. A model need only offer a non-const
-  /// variables(), which does not change it, hence the cast.
+  /// variables(), which does not change it; the shared_ptr lets a const group call it.
   Variables const& layout() const { return replicas_[0]->variables(); }
 
   bool has_central() const { return !central_.empty(); }

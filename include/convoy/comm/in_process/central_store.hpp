@@ -135,11 +135,8 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
   };
 
   auto replica_loop = [&](std::size_t r) {
-    // What this thread touches after a step it may be abandoned in is held here, on its own stack.
-    auto const keep_group = group_ptr;
-    auto const keep_plan = plan_ptr;
-    auto const keep_watch = watch;
-    auto const model = g.handle(r);
+    ThreadHold const hold(group_ptr, plan_ptr, watch, r);
+    auto const& model = hold.model;
     auto const ctx = g.context(r);
     auto const scope = ctx.enter();
     auto& vars = model->variables();
@@ -178,14 +175,14 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
 
       float loss = 0.0f;
       double seconds = 0.0;
-      keep_watch->begin(r);
+      hold.watch->begin(r);
       try {
-        Batch const batch = keep_plan->batch(r, local);
+        Batch const batch = hold.plan->batch(r, local);
         auto const start = clock::now();
         loss = forward_backward_in(*model, batch, ctx);
         seconds = std::chrono::duration<double>(clock::now() - start).count();
       } catch (...) {
-        if (!keep_watch->end(r)) return;
+        if (!hold.watch->end(r)) return;
         std::unique_lock lock(mutex);
         --claimed;  // the batch goes back: another replica trains on it
         --promised;
@@ -208,7 +205,7 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
         lock.unlock();
         break;
       }
-      if (!keep_watch->end(r)) return;  // abandoned: the run and its state are gone
+      if (!hold.watch->end(r)) return;  // abandoned: the run and its state are gone
 
       sync::Admission admission;
       std::int64_t update = 0;
@@ -226,15 +223,36 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
         }
         if (admission == sync::Admission::apply) update = ++g.slots().updates;
       }
-      keep_watch->begin(r);
-      if (admission == sync::Admission::apply) {
-        StepReport done;
-        try {
+      hold.watch->begin(r);
+      bool complete = admission == sync::Admission::apply;
+      StepReport done;
+      try {
+        if (admission == sync::Admission::accumulate) {
+          {
+            std::shared_lock gate(g.gate());
+            auto const grads = vars.grads();
+            sum.for_each_chunk(r, [&](std::size_t b, std::size_t e) {
+              for (std::size_t i = b; i < e; ++i) sum_storage[i] += grads[i];
+            });
+          }
+          std::lock_guard lock(mutex);
+          loss_sum += loss;
+          complete = rules.accumulated(r);  // the M-th to finish adding applies the sum
+          if (complete) {
+            update = ++g.slots().updates;
+            loss = loss_sum / static_cast<float>(rules.gradients_per_update());
+            loss_sum = 0.0f;
+          }
+        }
+        if (complete) {
+          bool const from_sum = admission == sync::Admission::accumulate;
+          auto const m = from_sum ? rules.gradients_per_update() : std::size_t{1};
           std::shared_lock gate(g.gate());
-          apply(ctx, r, vars.grads(), 1.0f, update, false);
+          apply(ctx, r, from_sum ? std::span<float const>(sum_storage) : vars.grads(),
+                1.0f / static_cast<float>(m), update, from_sum);
           std::lock_guard lock(mutex);
           ++counters.global_step;
-          ++counters.applied;
+          counters.applied += static_cast<std::int64_t>(m);
           rules.applied(r);
           done = {.global_step = counters.global_step,
                   .local_step = counters.local_steps[r],
@@ -246,61 +264,14 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
                   .batches = counters.batches(),
                   .lead = lead};
           changed.notify_all();
-        } catch (...) {
-          if (!keep_watch->end(r)) return;
-          std::lock_guard lock(mutex);
-          fail_all(std::current_exception());
-          break;
-        }
-        if (!keep_watch->end(r)) return;
-        report(done);
-        continue;
-      }
-
-      // accumulate: add to the open step's sum; the M-th to finish adding applies it.
-      bool complete = false;
-      StepReport done;
-      try {
-        {
-          std::shared_lock gate(g.gate());
-          auto const grads = vars.grads();
-          sum.for_each_chunk(r, [&](std::size_t b, std::size_t e) {
-            for (std::size_t i = b; i < e; ++i) sum_storage[i] += grads[i];
-          });
-        }
-        {
-          std::lock_guard lock(mutex);
-          loss_sum += loss;
-          complete = rules.accumulated(r);
-          if (complete) update = ++g.slots().updates;
-        }
-        if (complete) {
-          std::shared_lock gate(g.gate());
-          auto const m = rules.gradients_per_update();
-          float const scale = 1.0f / static_cast<float>(m);
-          apply(ctx, r, sum_storage, scale, update, true);
-          std::lock_guard lock(mutex);
-          ++counters.global_step;
-          counters.applied += static_cast<std::int64_t>(m);
-          rules.applied(r);
-          done = {.global_step = counters.global_step,
-                  .local_step = counters.local_steps[r],
-                  .replica = r,
-                  .loss = loss_sum * scale,
-                  .seconds = seconds,
-                  .applied = counters.applied,
-                  .dropped = counters.dropped,
-                  .batches = counters.batches()};
-          loss_sum = 0.0f;
-          changed.notify_all();
         }
       } catch (...) {
-        if (!keep_watch->end(r)) return;
+        if (!hold.watch->end(r)) return;
         std::lock_guard lock(mutex);
         fail_all(std::current_exception());
         break;
       }
-      if (!keep_watch->end(r)) return;
+      if (!hold.watch->end(r)) return;
       if (complete) {
         report(done);
         continue;

@@ -169,11 +169,8 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
     if (plan.reached(counters.global_step, counters.batches())) stop = true;
   };
   auto replica_loop = [&](std::size_t r) {
-    // What this thread touches after a step it may be abandoned in is held here, on its own stack.
-    auto const keep_group = group_ptr;
-    auto const keep_plan = plan_ptr;
-    auto const keep_watch = watch;
-    auto const model = g.handle(r);
+    ThreadHold const hold(group_ptr, plan_ptr, watch, r);
+    auto const& model = hold.model;
     auto const ctx = g.context(r);
     auto const scope = ctx.enter();
     auto [begin, end] = chunk_bounds(n, replicas, r);
@@ -183,16 +180,16 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
       float loss = 0.0f;
       double took = 0.0;
       std::exception_ptr thrown;
-      keep_watch->begin(r);
+      hold.watch->begin(r);
       try {
-        Batch const batch = keep_plan->batch(r, counters.local_steps[r]);
+        Batch const batch = hold.plan->batch(r, counters.local_steps[r]);
         auto const start = std::chrono::steady_clock::now();
         loss = forward_backward_in(*model, batch, ctx);
         took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       } catch (...) {
         thrown = std::current_exception();
       }
-      if (!keep_watch->end(r)) return;  // abandoned: the run and its state are gone
+      if (!hold.watch->end(r)) return;  // abandoned: the run and its state are gone
       losses[r] = loss;
       seconds[r] = took;
       if (thrown) {
@@ -200,14 +197,14 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
         failed = true;
       }
       if (!barrier.arrive_and_wait(after_gradients) || stop) return;
-      keep_watch->begin(r);
+      hold.watch->begin(r);
       try {
         reduce_apply_broadcast(ctx, grads, begin, end, destinations[r], n, g.optimizer(),
                                g.slots(), g.slots().updates + 1);
       } catch (...) {
         thrown = std::current_exception();
       }
-      if (!keep_watch->end(r)) return;
+      if (!hold.watch->end(r)) return;
       if (thrown) {
         error.capture(thrown);
         failed = true;

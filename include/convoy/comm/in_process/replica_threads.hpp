@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -163,6 +164,21 @@ std::vector<std::size_t> run_replica_threads(std::size_t replicas,
   }
   return stuck;
 }
+
+/// What a replica thread keeps alive on its own stack, so that nothing it touches is freed under it
+/// when it is abandoned in user code and run() returns: the group (its model and arenas), the plan
+/// (its batch buffers) and the watch.
+template <class Group, class Plan>
+struct ThreadHold {
+  std::shared_ptr<Group> group;
+  std::shared_ptr<Plan const> plan;
+  std::shared_ptr<Watch> watch;
+  std::shared_ptr<typename std::remove_cvref_t<decltype(*group->handle(0))>> model;
+
+  ThreadHold(std::shared_ptr<Group> g, std::shared_ptr<Plan const> p, std::shared_ptr<Watch> w,
+             std::size_t replica)
+      : group(std::move(g)), plan(std::move(p)), watch(std::move(w)), model(group->handle(replica)) {}
+};
 
 /// "replica 1" or "replicas 0, 2".
 inline std::string name_replicas(std::vector<std::size_t> const& replicas) {
