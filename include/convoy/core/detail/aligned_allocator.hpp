@@ -23,8 +23,10 @@ struct AlignedAllocator {
   T* allocate(std::size_t n) {
     return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{Alignment}));
   }
-  void deallocate(T* p, std::size_t n) noexcept {
-    ::operator delete (p, n * sizeof(T), std::align_val_t{Alignment});
+  // The unsized aligned form: the sized one is declared only under -fsized-deallocation, which
+  // Clang before 17 leaves off by default.
+  void deallocate(T* p, std::size_t) noexcept {
+    ::operator delete (p, std::align_val_t{Alignment});
   }
   template <class U>
   friend bool operator==(AlignedAllocator const&, AlignedAllocator<U, Alignment> const&) {
