@@ -20,8 +20,8 @@ struct Synchronous {
   using rules_type = Aggregator;
   static constexpr std::string_view name = "Synchronous";
   int replicas_to_aggregate = 0;  ///< M; 0: all replicas
-  /// The longest a replica may take over one step (its batch, forward_backward and its share of
-  /// the update) or wait for the M-th gradient; past it, run() throws a TimeoutError naming it.
+  /// The longest a replica may take over one step (its batch and forward_backward) or wait for the
+  /// M-th gradient; past it, run() throws a TimeoutError naming it.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 
   /// Throws Error when M is outside 0..replicas or the timeout is not positive.

@@ -9,6 +9,7 @@
 #include <convoy/strategy.hpp>
 #include <cstring>
 #include <latch>
+#include <memory>
 #include <feed.hpp>
 #include <random>
 #include <synthetic.hpp>
@@ -168,15 +169,21 @@ TEST_CASE(
       nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 3}, {},
       sync::Synchronous{.replicas_to_aggregate = 2, .timeout = 200ms});
   Feed const feed(data, 96, 3);
+  auto const woke = std::make_shared<std::latch>(2);
   auto run = [&] {
-    strategy.run(plan(5, [feed](std::size_t r, std::int64_t k) {
-      if (r != 0) std::this_thread::sleep_for(1500ms);  // two of three replicas stall
-      return feed(r, k);
+    strategy.run(plan(5, [feed, woke](std::size_t r, std::int64_t k) {
+      auto batch = feed(r, k);
+      if (r != 0) {  // two of three replicas stall, long past the timeout
+        std::this_thread::sleep_for(1500ms);
+        woke->count_down();
+      }
+      return batch;
     }));
   };
   // Either replica 0's wait for a second gradient or the stalled replicas' own step times out
   // first; both name replicas 1 and 2.
   CHECK_THROWS_WITH_AS(run(), doctest::Contains("1, 2"), TimeoutError);
+  woke->wait();  // the abandoned replicas are out of this test's code before it ends
 }
 
 TEST_CASE("an error in one replica stops the run and reaches the caller") {

@@ -86,15 +86,24 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
   convoy::detail::AlignedVector<float> sum_storage(one_per_update ? 0 : n, 0.0f);
   StripedArena const sum(sum_storage, replicas);
 
-  std::mutex mutex;  // guards rules, counters and the fields below
-  std::condition_variable changed;
-  std::mutex report_mutex;  // after_step: one call at a time, outside the other locks
+  // The run's locks live on the heap: ThreadSanitizer forgets a mutex only when its memory is
+  // freed, so mutexes of successive runs at one stack address would share one lock-order history.
+  struct Locks {
+    std::mutex state;   // guards rules, counters and the fields below
+    std::mutex report;  // after_step: one call at a time, outside the other locks
+    std::condition_variable changed;
+    FirstError error;
+  };
+  auto const locks = std::make_unique<Locks>();
+  auto& mutex = locks->state;
+  auto& report_mutex = locks->report;
+  auto& changed = locks->changed;
+  auto& error = locks->error;
   bool stop = false;
   std::int64_t claimed = counters.batches();  // batches handed out, computed or not
   std::int64_t promised = counters.global_step;  // one-per-update: updates handed out
   std::size_t computing = 0;                  // replicas between claim and delivery
   float loss_sum = 0.0f;
-  FirstError error;
   std::vector<std::size_t> failed;
   auto watch = std::make_shared<Watch>(replicas, policy.timeout);
 
@@ -223,7 +232,7 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
         }
         if (admission == sync::Admission::apply) update = ++g.slots().updates;
       }
-      hold.watch->begin(r);
+      // Library code, not timed: it always finishes, and an abandoned thread must not be in it.
       bool complete = admission == sync::Admission::apply;
       StepReport done;
       try {
@@ -266,12 +275,10 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
           changed.notify_all();
         }
       } catch (...) {
-        if (!hold.watch->end(r)) return;
         std::lock_guard lock(mutex);
         fail_all(std::current_exception());
         break;
       }
-      if (!hold.watch->end(r)) return;
       if (complete) {
         report(done);
         continue;

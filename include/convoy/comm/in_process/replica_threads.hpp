@@ -62,7 +62,8 @@ class Watch {
   Watch(std::size_t replicas, std::chrono::milliseconds timeout)
       : timeout_(timeout), busy_since_(replicas), finished_(replicas, 0), abandoned_(replicas, 0) {}
 
-  /// Replica r starts a timed piece of its step (its batch and forward_backward, or its update).
+  /// Replica r starts the timed piece of its step: its batch and forward_backward, the user's code.
+  /// Until end(), the thread may read only its own stack (see run_replica_threads).
   void begin(std::size_t r) {
     std::lock_guard lock(mutex_);
     busy_since_[r] = clock::now();
