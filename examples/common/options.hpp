@@ -1,0 +1,80 @@
+// Strict command-line parsing for the examples: every value is read whole (std::from_chars, no
+// sign, space or trailing text tolerated) and range-checked, and every path is checked before any
+// work starts. A bad option throws UsageError, whose one-line message names the option and the
+// value; main() prints it and exits with status 2.
+#pragma once
+
+#include <unistd.h>
+
+#include <charconv>
+#include <convoy/core/error.hpp>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace examples {
+
+/// A command-line mistake: exit status 2, as for any Unix tool's usage error.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Throws UsageError "OPTION 'VALUE': WHY".
+[[noreturn]] inline void bad_value(std::string_view option, std::string_view value,
+                                   std::string_view why) {
+  throw UsageError(std::string(option) + " '" + std::string(value) + "': " + std::string(why));
+}
+
+/// The whole of `text` as an integer in [min, max]; otherwise UsageError saying `expected`.
+/// "-1" for a count is an error here, where std::stoul would wrap it to 2^64 - 1.
+template <class T>
+T parse_integer(std::string_view option, std::string_view text, T min, T max,
+                std::string_view expected) {
+  T value{};
+  char const* const end = text.data() + text.size();
+  auto const [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc{} || stop != end || value < min || value > max) {
+    bad_value(option, text, expected);
+  }
+  return value;
+}
+
+/// The whole of `text` as a finite real number accepted by `ok`; otherwise UsageError saying
+/// `expected`. NaN and infinities are refused whatever `ok` says.
+template <class Ok>
+double parse_real(std::string_view option, std::string_view text, Ok ok,
+                  std::string_view expected) {
+  double value = 0.0;
+  char const* const end = text.data() + text.size();
+  auto const [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc{} || stop != end || !std::isfinite(value) || !ok(value)) {
+    bad_value(option, text, expected);
+  }
+  return value;
+}
+
+/// Checks that `dir` is a directory this process can read.
+inline void require_readable_dir(std::string_view option, std::string const& dir) {
+  if (dir.empty()) bad_value(option, dir, "expected a directory");
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) bad_value(option, dir, "no such directory");
+  if (::access(dir.c_str(), R_OK | X_OK) != 0) bad_value(option, dir, "directory is not readable");
+}
+
+/// Runs a check of the library's (io::require_writable_directory, io::require_writable_file) on an
+/// option's value; its convoy::Error becomes this option's usage error.
+template <class Check>
+void require(std::string_view option, std::string const& value, Check&& check) {
+  try {
+    check();
+  } catch (convoy::Error const& e) {
+    bad_value(option, value, e.what());
+  }
+}
+
+}  // namespace examples
