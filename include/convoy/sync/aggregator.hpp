@@ -46,6 +46,7 @@ class Aggregator {
   }
   void retire(std::size_t) {}
   std::size_t gradients_per_update() const { return to_aggregate_; }
+  bool accumulates() const { return true; }
   /// Gives up the open step without applying it (a run ends before M gradients came); returns how
   /// many gradients it had summed, which are dropped. The step stays open for a later run.
   std::size_t discard() {

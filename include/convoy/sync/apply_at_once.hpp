@@ -23,6 +23,7 @@ class ApplyAtOnce {
   void retire(std::size_t) {}
   std::string waiting_for(std::size_t) const { return {}; }
   std::size_t gradients_per_update() const { return 1; }
+  bool accumulates() const { return false; }
 };
 static_assert(rules<ApplyAtOnce>);
 

@@ -33,6 +33,7 @@ class ClockTable {
   /// A replica that has stopped no longer holds the others back.
   void retire(std::size_t replica) { clocks_[replica] = retired; }
   std::size_t gradients_per_update() const { return 1; }
+  bool accumulates() const { return false; }
 
   /// Clocks `replica` is ahead of the slowest live replica (0 when it is the slowest).
   std::int64_t lead(std::size_t replica) const {

@@ -21,7 +21,8 @@ enum class Admission {
 /// A rule object: the calls an engine makes, in this order for each step of replica r:
 /// may_start(r) (wait while false), open_step() (tag the gradient), admit(r, tag) on arrival,
 /// accumulated(r) after adding an `accumulate`d gradient (true: apply the sum now), and
-/// applied(r) after every update. retire(r) when r stops for good.
+/// applied(r) after every update. retire(r) when r stops for good. accumulates(): whether gradients
+/// are summed into steps (and may be dropped), or each applied on its own.
 template <class R>
 concept rules = requires(R& r, R const& c, std::size_t replica, std::int64_t tag) {
   { c.lock_step() } -> std::same_as<bool>;
@@ -33,6 +34,7 @@ concept rules = requires(R& r, R const& c, std::size_t replica, std::int64_t tag
   r.retire(replica);
   { c.waiting_for(replica) } -> std::convertible_to<std::string>;
   { c.gradients_per_update() } -> std::same_as<std::size_t>;
+  { c.accumulates() } -> std::same_as<bool>;
 };
 
 }  // namespace convoy::sync

@@ -34,6 +34,17 @@ TEST_CASE("Aggregator: M of N, in arrival order; late and surplus gradients are 
   agg.applied(0);
   CHECK(agg.open_step() == 2);
   CHECK(agg.gradients_per_update() == 2);
+  CHECK(agg.accumulates());
+}
+
+TEST_CASE("Aggregator: 1 of N takes the first gradient of each step and drops the rest") {
+  sync::Aggregator one(2, 1);
+  CHECK(one.admit(1, 0) == Admission::accumulate);
+  CHECK(one.admit(0, 0) == Admission::drop);
+  CHECK(one.accumulated(1));
+  one.applied(1);
+  CHECK(one.admit(0, 0) == Admission::drop);  // stale
+  CHECK(one.admit(0, 1) == Admission::accumulate);
 }
 
 TEST_CASE("Aggregator: all of N is lock step; a run that ends mid-step discards the open sum") {
@@ -97,5 +108,6 @@ TEST_CASE("ApplyAtOnce: every gradient is applied at once, nobody waits") {
     CHECK(rule.admit(r, 123) == Admission::apply);
   }
   CHECK_FALSE(rule.lock_step());
+  CHECK_FALSE(rule.accumulates());
   CHECK(rule.gradients_per_update() == 1);
 }

@@ -240,3 +240,12 @@ TEST_CASE("the fused exchange updates and broadcasts every chunk, in and out of 
     CHECK(wrong == 0);
   }
 }
+
+TEST_CASE("one of two: each step applies the first gradient alone and drops the other's") {
+  Trace const t = train(place::Mirrored{.replicas = 2}, 96, 60, optim::Sgd{0.2f},
+                        sync::Synchronous{.replicas_to_aggregate = 1});
+  CHECK(t.global_step == 60);
+  CHECK(t.applied == 60);
+  CHECK(t.losses.size() == 60);
+  CHECK(t.losses.back() < 0.6f * t.losses.front());
+}

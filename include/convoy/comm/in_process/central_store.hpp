@@ -79,11 +79,11 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
   std::size_t const n = g.layout().element_count();
   auto& counters = g.counters();
   auto rules = policy.make_rules(counters);
-  bool const one_per_update = rules.gradients_per_update() == 1;
+  bool const accumulates = rules.accumulates();
   bool const carry_on = policy.continue_after_error();
 
   StripedArena const weights(g.central(), replicas);
-  convoy::detail::AlignedVector<float> sum_storage(one_per_update ? 0 : n, 0.0f);
+  convoy::detail::AlignedVector<float> sum_storage(accumulates ? n : 0, 0.0f);
   StripedArena const sum(sum_storage, replicas);
 
   // The run's locks live on the heap: ThreadSanitizer forgets a mutex only when its memory is
@@ -101,7 +101,7 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
   auto& error = locks->error;
   bool stop = false;
   std::int64_t claimed = counters.batches();  // batches handed out, computed or not
-  std::int64_t promised = counters.global_step;  // one-per-update: updates handed out
+  std::int64_t promised = counters.global_step;  // not accumulating: updates handed out
   std::size_t computing = 0;                  // replicas between claim and delivery
   float loss_sum = 0.0f;
   std::vector<std::size_t> failed;
@@ -109,7 +109,8 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
 
   // With the mutex held.
   auto finished = [&] {
-    return stop || plan.reached(one_per_update ? promised : counters.global_step, claimed);
+    // Each batch handed out becomes one update unless the rules accumulate (and may drop).
+    return stop || plan.reached(accumulates ? counters.global_step : promised, claimed);
   };
   auto fail_all = [&](std::exception_ptr what) {
     error.capture(std::move(what));
@@ -134,12 +135,18 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
   };
   // Applies `grads` (scaled) to the central weights as update number `update`, chunk by chunk;
   // zeroes each chunk of the sum once applied when the gradients are the sum.
+  // Without a sum, the updated chunk is also copied into the replica's own weights while it is
+  // still in the cache (a push and the next pull in one pass, as ps-lite's PushPull), so its next
+  // step needs no separate pull: it computes on the central weights as of its own update.
   auto apply = [&](auto const& ctx, std::size_t r, std::span<float const> grads, float scale,
-                   std::int64_t update, bool from_sum) {
+                   std::int64_t update, bool from_sum, std::span<float> pull_into) {
     weights.for_each_chunk(r, [&](std::size_t b, std::size_t e) {
       g.optimizer().apply(ctx, weights.arena(), grads.subspan(b, e - b), g.slots(), b, scale,
                           update);
       if (from_sum) std::fill(sum_storage.begin() + b, sum_storage.begin() + e, 0.0f);
+      if (!pull_into.empty()) {
+        std::copy(weights.arena().begin() + b, weights.arena().begin() + e, pull_into.begin() + b);
+      }
     });
   };
 
@@ -149,6 +156,7 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
     auto const ctx = g.context(r);
     auto const scope = ctx.enter();
     auto& vars = model->variables();
+    bool pulled = false;  // the replica's weights already hold its own last update
     auto retire = [&] {
       std::lock_guard lock(mutex);
       rules.retire(r);
@@ -177,10 +185,13 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
         tag = rules.open_step();
         local = counters.local_steps[r];
       }
-      weights.for_each_chunk(r, [&](std::size_t b, std::size_t e) {
-        std::copy(weights.arena().begin() + b, weights.arena().begin() + e,
-                  vars.weights().begin() + b);
-      });
+      if (!pulled) {
+        weights.for_each_chunk(r, [&](std::size_t b, std::size_t e) {
+          std::copy(weights.arena().begin() + b, weights.arena().begin() + e,
+                    vars.weights().begin() + b);
+        });
+      }
+      pulled = false;
 
       float loss = 0.0f;
       double seconds = 0.0;
@@ -258,7 +269,9 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
           auto const m = from_sum ? rules.gradients_per_update() : std::size_t{1};
           std::shared_lock gate(g.gate());
           apply(ctx, r, from_sum ? std::span<float const>(sum_storage) : vars.grads(),
-                1.0f / static_cast<float>(m), update, from_sum);
+                1.0f / static_cast<float>(m), update, from_sum,
+                from_sum ? std::span<float>() : vars.weights());
+          pulled = !from_sum;
           std::lock_guard lock(mutex);
           ++counters.global_step;
           counters.applied += static_cast<std::int64_t>(m);
