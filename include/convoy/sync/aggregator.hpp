@@ -21,7 +21,9 @@ class Aggregator {
       : contributed_(replicas, 0), to_aggregate_(to_aggregate), open_(first_step) {}
 
   bool lock_step() const { return to_aggregate_ == contributed_.size(); }
-  bool may_start(std::size_t) const { return true; }
+  /// False while the open step has all its M places taken: a gradient computed for it now would
+  /// only be dropped, so the replica waits for the next step instead of computing in vain.
+  bool may_start(std::size_t) const { return reserved_ < to_aggregate_; }
   /// The step a gradient computed now is for.
   std::int64_t open_step() const { return open_; }
 

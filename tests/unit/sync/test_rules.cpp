@@ -16,12 +16,15 @@ TEST_CASE("Aggregator: M of N, in arrival order; late and surplus gradients are 
   CHECK(agg.open_step() == 0);
   // Step 0: replica 2 arrives first, then 0; 1 comes last and is late.
   CHECK(agg.admit(2, 0) == Admission::accumulate);
+  CHECK(agg.may_start(1));
   CHECK(agg.admit(0, 0) == Admission::accumulate);
+  CHECK_FALSE(agg.may_start(1));              // step 0 is full: computing for it now is in vain
   CHECK(agg.admit(1, 0) == Admission::drop);  // the step has its two gradients reserved
   CHECK_FALSE(agg.accumulated(2));            // one of two summed
   CHECK(agg.accumulated(0));                  // the second completes the step
   agg.applied(0);
   CHECK(agg.open_step() == 1);
+  CHECK(agg.may_start(1));
   // A gradient computed for step 0 that arrives after it was applied is stale.
   CHECK(agg.admit(1, 0) == Admission::drop);
   // Step 1: a replica cannot contribute twice to one step.
