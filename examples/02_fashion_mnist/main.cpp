@@ -404,9 +404,12 @@ int train_bounded(Options const& o, std::vector<std::size_t> const& sizes,
   namespace place = convoy::place;
   namespace sync = convoy::sync;
   int status = 2;  // parse_strategy admits only the listed S
-  ((o.strategy.n == S &&
-    (status = train_as<MlpStrategy<place::Mirrored, sync::BoundedStaleness<S>>>(o, sizes), true)) ||
-   ...);
+  auto train_if = [&]<int Staleness>() {
+    if (o.strategy.n != Staleness) return false;
+    status = train_as<MlpStrategy<place::Mirrored, sync::BoundedStaleness<Staleness>>>(o, sizes);
+    return true;
+  };
+  static_cast<void>((train_if.template operator()<S>() || ...));
   return status;
 }
 
