@@ -20,10 +20,11 @@ struct Counters {
   std::int64_t global_step = 0;
   std::int64_t applied = 0;  ///< gradients that went into an update
   std::int64_t dropped = 0;  ///< gradients dropped as late (replicas_to_aggregate < replicas)
-  /// Each replica's own steps: batches it computed gradients for (applied, dropped or pending).
+  /// Each replica's own steps: batches of its slice of the data whose gradients were applied (or
+  /// are pending); a dropped gradient's batch is computed again, so it does not count.
   std::vector<std::int64_t> local_steps;
 
-  /// Batches computed over all replicas: the data consumed, in replica-sized batches.
+  /// Batches learned from over all replicas: the data consumed, in replica-sized batches.
   std::int64_t batches() const {
     return std::accumulate(local_steps.begin(), local_steps.end(), std::int64_t{0});
   }

@@ -234,13 +234,17 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
         std::lock_guard lock(mutex);
         --computing;
         if (stop) break;
-        ++counters.local_steps[r];
         admission = rules.admit(r, tag);
         if (admission == sync::Admission::drop) {
+          // Late: the gradient is dropped, but not its rows. The batch goes back and the replica
+          // computes it again on fresher weights, so a run of N epochs learns from N passes over
+          // the data whatever M is, and no straggler's slice of it is lost.
           ++counters.dropped;
+          --claimed;
           changed.notify_all();
           continue;
         }
+        ++counters.local_steps[r];
         if (admission == sync::Admission::apply) update = ++g.slots().updates;
       }
       // Library code, not timed: it always finishes, and an abandoned thread must not be in it.
