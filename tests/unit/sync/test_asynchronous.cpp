@@ -107,3 +107,41 @@ TEST_CASE("plain asynchronous training lets fast replicas run far ahead") {
   // check above is not satisfied by accident.
   CHECK(largest_lead(place::Mirrored{.replicas = 3}, sync::Asynchronous{}, 120) > 5);
 }
+
+namespace {
+
+thread_local std::int64_t counting_step = 0;  // the local step the replica on this thread computes
+
+// One weight; every gradient is -1, so under SGD with rate 1 each update adds exactly 1 and the
+// weight a replica computes on counts the updates it sees.
+struct CountingModel {
+  Variables vars{"count"};
+  VariableId w = vars.add("w", {1});
+  std::shared_ptr<std::atomic<int>> too_stale = std::make_shared<std::atomic<int>>(0);
+  Variables& variables() { return vars; }
+  float forward_backward(Batch const&) {
+    // Under BoundedStaleness<0> with 2 replicas, a replica at local step k waits until the other
+    // has applied k updates too, so it must see at least 2k.
+    if (vars.value(w)[0] < 2.0f * static_cast<float>(counting_step)) ++*too_stale;
+    vars.grad(w)[0] = -1.0f;
+    return 0.0f;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("BoundedStaleness<0>: a replica computes on every update its clock entitles it to") {
+  using S = Strategy<CountingModel, place::CentralStorage, comm::InProcess,
+                     sync::BoundedStaleness<0>>;
+  CountingModel model;
+  S strategy(model, place::CentralStorage{.replicas = 2});
+  strategy.set_optimizer(optim::Sgd{1.0f});
+  Feed const feed(data, 96, 2, 5);
+  strategy.run(plan(400, [&](std::size_t r, std::int64_t k) {
+    counting_step = k;
+    return feed(r, k);
+  }));
+  CHECK(strategy.global_step() == 400);
+  CHECK(strategy.weights()[0] == 400.0f);
+  CHECK(model.too_stale->load() == 0);
+}

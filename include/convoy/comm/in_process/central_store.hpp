@@ -64,6 +64,12 @@ class StripedArena {
   std::size_t replicas_;
 };
 
+/// Rules that bound staleness (sync::ClockTable) promise that a replica at clock c computes on
+/// weights holding every update up to clock c - S - 1, so such a replica pulls after its wait at
+/// the start of every step, and never reuses the copy its own update left it.
+template <class Rules>
+concept bounds_staleness = requires(Rules const& rules) { rules.lead(std::size_t{0}); };
+
 /// Runs `plan` on the central store under `sync`'s rules: one thread per replica. Blocks until the
 /// run ends. Returns the replicas abandoned for outlasting the policy's timeout; else rethrows the
 /// first error, or, when the policy carries on after errors, throws ReplicaError naming every
@@ -275,7 +281,7 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
           apply(ctx, r, from_sum ? std::span<float const>(sum_storage) : vars.grads(),
                 1.0f / static_cast<float>(m), update, from_sum,
                 from_sum ? std::span<float>() : vars.weights());
-          pulled = !from_sum;
+          pulled = !from_sum && !bounds_staleness<decltype(rules)>;
           std::lock_guard lock(mutex);
           ++counters.global_step;
           counters.applied += static_cast<std::int64_t>(m);
