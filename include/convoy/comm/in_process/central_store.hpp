@@ -251,7 +251,6 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
           continue;
         }
         ++counters.local_steps[r];
-        if (admission == sync::Admission::apply) update = ++g.slots().updates;
       }
       // Library code, not timed: it always finishes, and an abandoned thread must not be in it.
       bool complete = admission == sync::Admission::apply;
@@ -269,7 +268,6 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
           loss_sum += loss;
           complete = rules.accumulated(r);  // the M-th to finish adding applies the sum
           if (complete) {
-            update = ++g.slots().updates;
             loss = loss_sum / static_cast<float>(rules.gradients_per_update());
             loss_sum = 0.0f;
           }
@@ -277,7 +275,13 @@ std::vector<std::size_t> run_central_store(std::shared_ptr<Group> const& group_p
         if (complete) {
           bool const from_sum = admission == sync::Admission::accumulate;
           auto const m = from_sum ? rules.gradients_per_update() : std::size_t{1};
+          // The update's number, its floats and its counts change under one hold of the gate, so a
+          // snapshot never sees the optimizer a step ahead of global_step.
           std::shared_lock gate(g.gate());
+          {
+            std::lock_guard lock(mutex);
+            update = ++g.slots().updates;
+          }
           apply(ctx, r, from_sum ? std::span<float const>(sum_storage) : vars.grads(),
                 1.0f / static_cast<float>(m), update, from_sum,
                 from_sum ? std::span<float>() : vars.weights());
