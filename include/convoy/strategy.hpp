@@ -177,9 +177,12 @@ class Strategy {
   /// The authoritative weights, flat in layout order. Safe from a callback.
   std::vector<float> weights() const {
     std::vector<float> out(layout().element_count());
-    engine_.state().read_weights(out);
+    read_weights(out);
     return out;
   }
+  /// The same into `out` (element_count() floats), without allocating. Throws ShapeError for
+  /// another size.
+  void read_weights(std::span<float> out) const { engine_.state().read_weights(out); }
   /// Every variable by name (the Ray text's get_weights()).
   std::map<std::string, Tensor> get_weights() const { return layout().named(weights()); }
   /// Sets every variable by name in every replica and the central copy, checking all names and

@@ -29,6 +29,7 @@ namespace convoy::comm {
 template <class Model, class Placement>
 class ReplicaGroup {
  public:
+  using model_type = Model;
   using context_type = typename Placement::context_type;
 
   /// Builds `placement.replica_count()` replicas by copy-constructing `prototype` (never by

@@ -215,7 +215,7 @@ class Trainer {
                    std::size_t batch_size = 1000) requires has_evaluate<Model> {
     if (batch_size == 0) throw Error("convoy: Trainer::evaluate needs a batch size of at least 1");
     io::check(data);
-    evaluator_->variables().set_flat(strategy_.weights());
+    strategy_.read_weights(evaluator_->variables().weights());  // one copy, no allocation
     Metrics total;
     for (std::size_t begin = 0; begin < data.rows(); begin += batch_size) {
       total += evaluator_->evaluate(data.slice(begin, std::min(batch_size, data.rows() - begin)));

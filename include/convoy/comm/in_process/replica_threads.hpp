@@ -16,7 +16,6 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -174,7 +173,7 @@ struct ThreadHold {
   std::shared_ptr<Group> group;
   std::shared_ptr<Plan const> plan;
   std::shared_ptr<Watch> watch;
-  std::shared_ptr<typename std::remove_cvref_t<decltype(*group->handle(0))>> model;
+  std::shared_ptr<typename Group::model_type> model;
 
   ThreadHold(std::shared_ptr<Group> g, std::shared_ptr<Plan const> p, std::shared_ptr<Watch> w,
              std::size_t replica)
