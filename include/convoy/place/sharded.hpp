@@ -1,0 +1,79 @@
+// place::Sharded<Rule>: the weights live on parameter-server shards (ps tasks), spread by a
+// sharding rule (sharding_rules.hpp); each worker process runs one replica that pulls copies and
+// pushes gradients. The placement says where every part of every variable lives (a ShardMap); a
+// parameter-server communication policy moves the floats.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+#include "../core/concepts.hpp"
+#include "../core/variables.hpp"
+#include "../exec/host.hpp"
+#include "shard_map.hpp"
+#include "sharding_rules.hpp"
+
+namespace convoy::place {
+
+namespace detail {
+
+/// The concatenation of `Parts`, as a std::string_view into static storage: a constant
+/// expression, so it can name a policy (`static constexpr std::string_view name`).
+template <std::string_view const&... Parts>
+struct joined {
+  static constexpr auto chars = [] {
+    std::array<char, (Parts.size() + ... + 0) + 1> text{};
+    std::size_t at = 0;
+    for (std::string_view part : {Parts...}) {
+      for (char c : part) text[at++] = c;
+    }
+    return text;  // the last char stays '\0', so data() is also a C string
+  }();
+  static constexpr std::string_view value{chars.data(), chars.size() - 1};
+};
+
+inline constexpr std::string_view sharded_open = "Sharded<";
+inline constexpr std::string_view sharded_close = ">";
+
+}  // namespace detail
+
+/// Variables on parameter-server shards, spread by `Rule` (RoundRobin, GreedyBySize or
+/// Partitioned, or any type that meets sharding_rule). One replica per worker process; the shards
+/// hold the weights and workers pull copies of them. A regular value: knobs are `rule` and
+/// `log_placement`.
+template <class Rule = GreedyBySize>
+struct Sharded {
+  static_assert(sharding_rule<Rule>,
+                "convoy: place::Sharded<Rule> needs a regular Rule with 'static constexpr "
+                "std::string_view name' and 'convoy::place::ShardMap assign(convoy::Variables "
+                "const&, std::size_t shards) const'; see place::GreedyBySize in "
+                "convoy/place/sharding_rules.hpp.");
+
+  using policy_category = placement_tag;
+  /// "Sharded<GreedyBySize>", built from Rule::name when compiling.
+  static constexpr std::string_view name =
+      detail::joined<detail::sharded_open, Rule::name, detail::sharded_close>::value;
+  /// The shards hold the weights; a worker pulls copies.
+  static constexpr bool shared_weights = true;
+  Rule rule{};
+  bool log_placement = false;
+
+  using context_type = exec::Host;
+  /// The execution context the worker's replica computes in.
+  exec::Host context(std::size_t) const { return {}; }
+  /// One replica per worker process; more workers means more processes.
+  int replica_count() const { return 1; }
+
+  /// Which of `shards` ps tasks holds which part of which variable of `layout`. Deterministic.
+  /// Throws Error when `shards` is 0.
+  ShardMap shard(Variables const& layout, std::size_t shards) const {
+    return rule.assign(layout, shards);
+  }
+
+  friend bool operator==(Sharded const&, Sharded const&) = default;
+};
+static_assert(placement_policy<Sharded<>>);
+static_assert(gives_contexts<Sharded<>>);
+
+}  // namespace convoy::place
