@@ -34,7 +34,11 @@ struct Piece {
 namespace detail {
 
 /// "/job:ps/task:3", the name TensorFlow gives parameter-server task 3.
-inline std::string ps_task(std::size_t shard) { return "/job:ps/task:" + std::to_string(shard); }
+inline std::string ps_task(std::size_t shard) {
+  std::string name = "/job:ps/task:";
+  name += std::to_string(shard);
+  return name;
+}
 
 /// "512 B", "784 KiB", "4.0 MiB": bytes for a log line, in binary units.
 inline std::string readable_bytes(std::size_t bytes) {
@@ -167,7 +171,12 @@ class ShardMap {
   }
 
   static std::string range(std::size_t begin, std::size_t end) {
-    return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+    std::string text = "[";  // appended, not "[" + ...: GCC 12 warns falsely (-Wrestrict) there
+    text += std::to_string(begin);
+    text += ", ";
+    text += std::to_string(end);
+    text += ")";
+    return text;
   }
 
   // Sorts the pieces into arena order and checks that they tile every variable exactly.
