@@ -25,6 +25,7 @@
 #include "place/gpu.hpp"
 #include "place/host.hpp"
 #include "place/mirrored.hpp"
+#include "place/sharded.hpp"
 #include "strategy.hpp"
 #include "sync/aggregator.hpp"
 #include "sync/apply_at_once.hpp"
