@@ -1,5 +1,5 @@
-# Install and export rules: headers, the convoy::convoy target, and a relocatable CMake package in
-# share/cmake/convoy (header-only, so ARCH_INDEPENDENT). Consumers re-find the dependencies through
+# Install and export rules: headers, the convoy::convoy target, a relocatable CMake package in
+# share/cmake/convoy (header-only, so ARCH_INDEPENDENT), and the cluster launcher in bin/. Consumers re-find the dependencies through
 # an installed copy of ConvoyDependencies.cmake, which also re-creates convoy::thrust_host.
 include(CMakePackageConfigHelpers)
 
@@ -9,6 +9,11 @@ set(CONVOY_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/convoy"
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/convoy"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
         FILES_MATCHING PATTERN "*.hpp" PATTERN "*.cuh")
+
+# A Python 3 script (standard library only) that starts a ps/worker cluster of one program;
+# docs/launching.md.
+install(PROGRAMS "${PROJECT_SOURCE_DIR}/tools/convoy-launch"
+        DESTINATION "${CMAKE_INSTALL_BINDIR}")
 
 install(TARGETS convoy EXPORT convoy-targets)
 install(EXPORT convoy-targets

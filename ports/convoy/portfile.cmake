@@ -29,6 +29,11 @@ vcpkg_cmake_install()
 vcpkg_cmake_config_fixup(CONFIG_PATH share/cmake/convoy)
 
 file(REMOVE_RECURSE "${CURRENT_PACKAGES_DIR}/debug")
+# vcpkg keeps a port's programs in tools/<port>; a bin/ folder fails its checks for static triplets.
+file(MAKE_DIRECTORY "${CURRENT_PACKAGES_DIR}/tools/${PORT}")
+file(RENAME "${CURRENT_PACKAGES_DIR}/bin/convoy-launch"
+            "${CURRENT_PACKAGES_DIR}/tools/${PORT}/convoy-launch")
+file(REMOVE_RECURSE "${CURRENT_PACKAGES_DIR}/bin")
 
 file(INSTALL "${CMAKE_CURRENT_LIST_DIR}/usage" DESTINATION "${CURRENT_PACKAGES_DIR}/share/${PORT}")
 vcpkg_install_copyright(FILE_LIST "${SOURCE_PATH}/LICENSE")
