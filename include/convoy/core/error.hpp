@@ -48,6 +48,12 @@ struct PlacementError : Error {
   using Error::Error;
 };
 
+/// A cluster description (arguments, flags, TF_CONFIG or a launcher's variables) is malformed or
+/// inconsistent; the message quotes the offending part and names where it came from.
+struct ClusterError : Error {
+  using Error::Error;
+};
+
 /// A replica did not finish a step, or deliver a gradient, within its policy's timeout.
 struct TimeoutError : Error {
   using Error::Error;
