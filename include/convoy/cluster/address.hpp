@@ -22,7 +22,7 @@ struct Address {
 /// (where the address was read: a flag, a TF_CONFIG entry) otherwise.
 inline Address parse_address(std::string_view text, std::string_view source) {
   auto fail = [&](std::string const& problem) {
-    throw ClusterError("convoy: " + std::string(source) + ": address " + detail::quoted(text) +
+    throw ClusterError("convoy: " + std::string(source) + ": address " + detail::quote(text) +
                        " " + problem);
   };
   if (text.empty()) fail("is empty; write host:port");
@@ -46,9 +46,9 @@ inline Address parse_address(std::string_view text, std::string_view source) {
   if (out.host.empty()) fail("has an empty host");
   if (out.host.find_first_of(" \t\r\n") != std::string::npos) fail("has a space in its host");
   auto const port = detail::parse_count(rest);
-  if (!port) fail("has port " + detail::quoted(rest) + ", which is not a number");
+  if (!port) fail("has port " + detail::quote(rest) + ", which is not a number");
   if (*port < 1 || *port > 65535)
-    fail("has port " + detail::quoted(rest) + ", outside 1..65535");
+    fail("has port " + detail::quote(rest) + ", outside 1..65535");
   out.port = *port;
   return out;
 }

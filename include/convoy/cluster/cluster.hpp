@@ -178,17 +178,17 @@ inline void Cluster::validate() const {
   std::set<std::string> seen;
   for (auto const& [name, addresses] : jobs) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
-      throw ClusterError(from + "unknown job " + detail::quoted(name) +
+      throw ClusterError(from + "unknown job " + detail::quote(name) +
                          detail::did_you_mean(name, known) + " (the jobs are " +
                          detail::join(known, ", ") + ")");
     }
     if (addresses.empty())
-      throw ClusterError(from + "job " + detail::quoted(name) + " lists no addresses");
+      throw ClusterError(from + "job " + detail::quote(name) + " lists no addresses");
     for (std::size_t i = 0; i < addresses.size(); ++i) {
       std::string const task = name + "[" + std::to_string(i) + "]";
       parse_address(addresses[i], "the cluster from " + source + ", " + task);
       if (!seen.insert(addresses[i]).second) {
-        throw ClusterError(from + "address " + detail::quoted(addresses[i]) + " of " + task +
+        throw ClusterError(from + "address " + detail::quote(addresses[i]) + " of " + task +
                            " is given to two tasks");
       }
     }
@@ -200,7 +200,7 @@ inline void Cluster::validate() const {
   }
   if (single_process()) {
     if (!job.empty() || index != 0) {
-      throw ClusterError(from + "this task is " + detail::quoted(job) + " " +
+      throw ClusterError(from + "this task is " + detail::quote(job) + " " +
                          std::to_string(index) +
                          " but there are no jobs; a single process has job \"\" and index 0");
     }
@@ -217,13 +217,13 @@ inline void Cluster::validate() const {
     if (jobs.find(job) == jobs.end()) {
       std::vector<std::string> present;
       for (auto const& entry : jobs) present.push_back(entry.first);
-      throw ClusterError(from + "this task's job " + detail::quoted(job) +
+      throw ClusterError(from + "this task's job " + detail::quote(job) +
                          " is not one of the cluster's jobs (" + detail::join(present, ", ") +
                          ")" + detail::did_you_mean(job, present));
     }
     if (index < 0 || static_cast<std::size_t>(index) >= job_size(job)) {
       throw ClusterError(from + "this task's index " + std::to_string(index) + " is outside job " +
-                         detail::quoted(job) + ", which has " + std::to_string(job_size(job)) +
+                         detail::quote(job) + ", which has " + std::to_string(job_size(job)) +
                          " task(s)");
     }
   }

@@ -31,7 +31,7 @@ inline std::vector<std::string> const& flag_names() {
 /// apply, --job_name, --task_index and the host list of the job named are required; the result
 /// is validated (source "flags").
 inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
-  using detail::quoted;
+  using detail::quote;
   auto const& names = flag_names();
   std::map<std::string, std::string> values;
   for (int i = 1; i < argc; ++i) {
@@ -48,8 +48,8 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
       for (char& c : normal) c = c == '-' ? '_' : static_cast<char>(std::tolower(c));
       auto const near = ours ? std::optional<std::string>(name) : detail::closest(normal, names);
       if (near) {
-        throw ClusterError("convoy: flag " + quoted(arg) + " is not a cluster flag; did you mean " +
-                           quoted("--" + *near) + "?");
+        throw ClusterError("convoy: flag " + quote(arg) + " is not a cluster flag; did you mean " +
+                           quote("--" + *near) + "?");
       }
       continue;
     }
@@ -60,14 +60,14 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
                !std::string_view(argv[i + 1]).starts_with("--")) {
       value = argv[++i];
     } else {
-      throw ClusterError("convoy: flag " + quoted(arg) + " has no value; write --" + name +
+      throw ClusterError("convoy: flag " + quote(arg) + " has no value; write --" + name +
                          "=VALUE");
     }
     if (value.empty())
-      throw ClusterError("convoy: flag " + quoted(arg) + " has an empty value");
+      throw ClusterError("convoy: flag " + quote(arg) + " has an empty value");
     if (auto [it, fresh] = values.emplace(name, value); !fresh) {
-      throw ClusterError("convoy: flag --" + name + " is given twice (" + quoted(it->second) +
-                         " and " + quoted(value) + ")");
+      throw ClusterError("convoy: flag --" + name + " is given twice (" + quote(it->second) +
+                         " and " + quote(value) + ")");
     }
   }
   if (values.empty()) return std::nullopt;
@@ -79,7 +79,7 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
   auto const& jobs = cluster_job_names();
   std::string const job = job_name->second;
   if (std::find(jobs.begin(), jobs.end(), job) == jobs.end()) {
-    throw ClusterError("convoy: --job_name=" + quoted(job) + " is not a job" +
+    throw ClusterError("convoy: --job_name=" + quote(job) + " is not a job" +
                        detail::did_you_mean(job, jobs) + " (the jobs are " +
                        detail::join(jobs, ", ") + ")");
   }
@@ -102,7 +102,7 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
       auto const comma = list.find(',', start);
       auto const item = list.substr(start, comma == list.npos ? list.npos : comma - start);
       parse_address(item, flag + " entry " + std::to_string(addresses.size()) + " of " +
-                              quoted(list));
+                              quote(list));
       addresses.emplace_back(item);
       if (comma == list.npos) break;
       start = comma + 1;
@@ -113,7 +113,7 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
   if (own == c.jobs.end())
     throw ClusterError("convoy: --job_name=" + job + " is given but not --" + job + "_hosts");
   if (static_cast<std::size_t>(c.index) >= own->second.size()) {
-    throw ClusterError("convoy: --task_index=" + quoted(task_index->second) + " is outside --" +
+    throw ClusterError("convoy: --task_index=" + quote(task_index->second) + " is outside --" +
                        job + "_hosts, which lists " + std::to_string(own->second.size()) +
                        " host(s)");
   }

@@ -33,7 +33,7 @@ struct RankInfo {
 
 namespace detail {
 
-using convoy::detail::quoted;
+using convoy::detail::quote;
 
 /// The variable `name` as a non-negative integer, nullopt when unset; throws ClusterError quoting
 /// a malformed value.
@@ -57,7 +57,7 @@ inline std::string check_host(std::string const& host, std::string const& variab
   bool const v6 = host.find(':') != std::string::npos &&
                   host.find_first_not_of("0123456789abcdefABCDEF:.") == std::string::npos;
   if (host.find(':') != std::string::npos && !v6) {
-    throw ClusterError("convoy: " + variable + " is " + quoted(host) +
+    throw ClusterError("convoy: " + variable + " is " + quote(host) +
                        ", a host with a port; give the host alone (ports come from CONVOY_PORT)");
   }
   parse_address(format_address(host, 1), variable);
@@ -75,9 +75,9 @@ inline int port_base(Environment const& env, int size) {
   if (!text) return default_port_base;
   int const base = convoy::detail::require_count(*text, variable);
   if (base < 1 || base > 65535)
-    throw ClusterError("convoy: " + variable + " is " + quoted(*text) + ", outside 1..65535");
+    throw ClusterError("convoy: " + variable + " is " + quote(*text) + ", outside 1..65535");
   if (base + size > 65535) {
-    throw ClusterError("convoy: " + variable + " is " + quoted(*text) + ", so " +
+    throw ClusterError("convoy: " + variable + " is " + quote(*text) + ", so " +
                        std::to_string(size) + " processes would need ports up to " +
                        std::to_string(base + size) + ", past 65535");
   }
@@ -93,17 +93,17 @@ inline int port_base(Environment const& env, int size) {
 /// chief; there is no chief job); rank r listens on base + 1 + r. Size 1 with P = 0 is a single
 /// process. Throws ClusterError unless 0 <= rank < size, local_rank < size and P < size.
 inline Cluster rank_cluster(RankInfo const& info, Environment const& env) {
-  using detail::quoted;
+  using detail::quote;
   std::string const launcher = " (" + info.source + ")";
   if (info.size < 1)
     throw ClusterError("convoy: " + info.size_variable + " is 0" + launcher + "; it must be >= 1");
   if (info.rank >= info.size) {
-    throw ClusterError("convoy: " + info.rank_variable + " is " + quoted(std::to_string(info.rank)) +
+    throw ClusterError("convoy: " + info.rank_variable + " is " + quote(std::to_string(info.rank)) +
                        ", outside [0, " + info.size_variable + "=" + std::to_string(info.size) +
                        ")" + launcher);
   }
   if (info.local_rank >= info.size) {
-    throw ClusterError("convoy: the local rank is " + quoted(std::to_string(info.local_rank)) +
+    throw ClusterError("convoy: the local rank is " + quote(std::to_string(info.local_rank)) +
                        ", not below " + info.size_variable + "=" + std::to_string(info.size) +
                        launcher);
   }
@@ -114,7 +114,7 @@ inline Cluster rank_cluster(RankInfo const& info, Environment const& env) {
   c.local_rank = info.local_rank;
   if (info.size == 1 && ps == 0) return c;  // one process: nothing to connect
   if (ps >= info.size) {
-    throw ClusterError("convoy: CONVOY_PS_TASKS is " + quoted(std::to_string(ps)) + " but " +
+    throw ClusterError("convoy: CONVOY_PS_TASKS is " + quote(std::to_string(ps)) + " but " +
                        info.size_variable + " is " + std::to_string(info.size) + launcher +
                        "; it must be below the world size so that at least one worker trains");
   }
@@ -182,7 +182,7 @@ inline std::optional<Cluster> from_pmi(Environment const& env) {
 /// (SLURM_STEP_TASKS_PER_NODE or SLURM_TASKS_PER_NODE; `ntasks` spread evenly in blocks when
 /// absent), laid out by SLURM_DISTRIBUTION (block, the default, or cyclic).
 inline std::vector<std::string> slurm_task_hosts(Environment const& env, int ntasks) {
-  using detail::quoted;
+  using detail::quote;
   bool const step = env.has("SLURM_STEP_NODELIST");
   std::string list_variable = step ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
   if (!env.has(list_variable)) list_variable = "SLURM_NODELIST";
@@ -196,15 +196,15 @@ inline std::vector<std::string> slurm_task_hosts(Environment const& env, int nta
   if (auto const text = env.get(counts_variable)) {
     counts = slurm::expand_tasks_per_node(*text, counts_variable);
     if (counts.size() != nodes.size()) {
-      throw ClusterError("convoy: " + counts_variable + " is " + quoted(*text) + ", counts for " +
+      throw ClusterError("convoy: " + counts_variable + " is " + quote(*text) + ", counts for " +
                          std::to_string(counts.size()) + " node(s), but " + list_variable +
-                         " is " + quoted(*list) + ", " + std::to_string(nodes.size()) +
+                         " is " + quote(*list) + ", " + std::to_string(nodes.size()) +
                          " node(s)");
     }
     int total = 0;
     for (int n : counts) total += n;
     if (total != ntasks) {
-      throw ClusterError("convoy: " + counts_variable + " is " + quoted(*text) + ", " +
+      throw ClusterError("convoy: " + counts_variable + " is " + quote(*text) + ", " +
                          std::to_string(total) + " tasks in all, but SLURM_NTASKS is " +
                          std::to_string(ntasks));
     }
@@ -218,7 +218,7 @@ inline std::vector<std::string> slurm_task_hosts(Environment const& env, int nta
     if (first == "cyclic") {
       cyclic = true;
     } else if (first != "block" && first != "*" && !first.empty()) {
-      throw ClusterError("convoy: SLURM_DISTRIBUTION is " + quoted(*distribution) +
+      throw ClusterError("convoy: SLURM_DISTRIBUTION is " + quote(*distribution) +
                          ", which convoy cannot map to hosts (it knows block and cyclic); run "
                          "srun with --distribution=block");
     }

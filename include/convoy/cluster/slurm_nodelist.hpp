@@ -17,11 +17,11 @@ inline constexpr std::size_t max_nodes = 100000;
 
 namespace detail {
 
-using convoy::detail::quoted;
+using convoy::detail::quote;
 
 [[noreturn]] inline void bad_list(std::string_view list, std::string_view source,
                                   std::string const& problem) {
-  throw ClusterError("convoy: " + std::string(source) + " is " + quoted(list) +
+  throw ClusterError("convoy: " + std::string(source) + " is " + quote(list) +
                      ", which is not a Slurm node list: " + problem);
 }
 
@@ -40,12 +40,12 @@ inline std::vector<std::string> expand_group(std::string_view group, std::string
     auto const lo = convoy::detail::parse_count(lo_text);
     auto const hi = convoy::detail::parse_count(hi_text);
     if (!lo || !hi)
-      bad_list(list, source, "range " + quoted(item) + " in [" + std::string(group) +
+      bad_list(list, source, "range " + quote(item) + " in [" + std::string(group) +
                                  "] is not N or N-M with decimal numbers");
     if (*lo > *hi)
-      bad_list(list, source, "range " + quoted(item) + " runs backwards");
+      bad_list(list, source, "range " + quote(item) + " runs backwards");
     if (static_cast<std::size_t>(*hi - *lo) >= max_nodes)
-      bad_list(list, source, "range " + quoted(item) + " names more than " +
+      bad_list(list, source, "range " + quote(item) + " names more than " +
                                  std::to_string(max_nodes) + " nodes");
     for (int n = *lo; n <= *hi; ++n) {
       std::string digits = std::to_string(n);
@@ -67,7 +67,7 @@ inline std::vector<std::string> expand_group(std::string_view group, std::string
 /// variable it came from) when it does not parse.
 inline std::vector<std::string> expand_nodelist(std::string_view list,
                                                 std::string_view source = "SLURM_JOB_NODELIST") {
-  using convoy::detail::quoted;
+  using convoy::detail::quote;
   if (list.empty()) detail::bad_list(list, source, "it is empty");
   std::vector<std::string> out;
   std::size_t pos = 0;
@@ -116,15 +116,15 @@ inline std::vector<std::string> expand_nodelist(std::string_view list,
 inline std::vector<int> expand_tasks_per_node(std::string_view text,
                                               std::string_view source = "SLURM_TASKS_PER_NODE") {
   using convoy::detail::parse_count;
-  using convoy::detail::quoted;
+  using convoy::detail::quote;
   std::vector<int> out;
   std::size_t start = 0;
   while (true) {
     auto const comma = text.find(',', start);
     auto const item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
     auto fail = [&] {
-      throw ClusterError("convoy: " + std::string(source) + " is " + quoted(text) + ": item " +
-                         quoted(item) + " is not N or N(xM) with N and M at least 1");
+      throw ClusterError("convoy: " + std::string(source) + " is " + quote(text) + ": item " +
+                         quote(item) + " is not N or N(xM) with N and M at least 1");
     };
     std::string_view count_text = item;
     int repeat = 1;

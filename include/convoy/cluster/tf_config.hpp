@@ -34,7 +34,7 @@ namespace json = CEREAL_RAPIDJSON_NAMESPACE;  // cereal's bundled copy
 namespace json = RAPIDJSON_NAMESPACE;  // a distribution's cereal that uses the system RapidJSON
 #endif
 using convoy::detail::did_you_mean;
-using convoy::detail::quoted;
+using convoy::detail::quote;
 
 /// The JSON type of `v`, for messages.
 inline std::string json_type(json::Value const& v) {
@@ -52,7 +52,7 @@ inline void check_unique_keys(json::Value const& object, std::string const& wher
   for (auto it = object.MemberBegin(); it != object.MemberEnd(); ++it) {
     std::string key(it->name.GetString(), it->name.GetStringLength());
     if (!keys.insert(key).second)
-      throw ClusterError("convoy: TF_CONFIG: key " + quoted(key) + " appears twice in " + where);
+      throw ClusterError("convoy: TF_CONFIG: key " + quote(key) + " appears twice in " + where);
   }
 }
 
@@ -67,7 +67,7 @@ inline void check_unique_keys(json::Value const& object, std::string const& wher
 /// answered with the closest right one.
 inline Cluster parse_tf_config(std::string_view text) {
   namespace json = detail::json;
-  using detail::quoted;
+  using detail::quote;
   json::Document doc;
   doc.Parse<json::kParseNoFlags>(text.data(), text.size());
   if (doc.HasParseError()) {
@@ -85,7 +85,7 @@ inline Cluster parse_tf_config(std::string_view text) {
     throw ClusterError("convoy: TF_CONFIG is not valid JSON: " +
                        std::string(json::GetParseError_En(doc.GetParseError())) + " at offset " +
                        std::to_string(offset) + " (line " + std::to_string(line) + ", column " +
-                       std::to_string(column) + "), near " + quoted(text.substr(from, 24)));
+                       std::to_string(column) + "), near " + quote(text.substr(from, 24)));
   }
   if (!doc.IsObject())
     throw ClusterError("convoy: TF_CONFIG is " + detail::json_type(doc) +
@@ -95,7 +95,7 @@ inline Cluster parse_tf_config(std::string_view text) {
   for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
     std::string const key = it->name.GetString();
     if (key == "cluster" || key == "task" || key == "environment" || key == "rpc_layer") continue;
-    throw ClusterError("convoy: TF_CONFIG has unknown top-level key " + quoted(key) +
+    throw ClusterError("convoy: TF_CONFIG has unknown top-level key " + quote(key) +
                        detail::did_you_mean(key, top_keys) +
                        " (the keys are \"cluster\" and \"task\")");
   }
@@ -119,7 +119,7 @@ inline Cluster parse_tf_config(std::string_view text) {
   for (auto it = cluster.MemberBegin(); it != cluster.MemberEnd(); ++it) {
     std::string const name = it->name.GetString();
     if (std::find(job_names.begin(), job_names.end(), name) == job_names.end()) {
-      throw ClusterError("convoy: TF_CONFIG cluster has unknown job " + quoted(name) +
+      throw ClusterError("convoy: TF_CONFIG cluster has unknown job " + quote(name) +
                          detail::did_you_mean(name, job_names) + " (the jobs are " +
                          convoy::detail::join(job_names, ", ") + ")");
     }
@@ -152,7 +152,7 @@ inline Cluster parse_tf_config(std::string_view text) {
   for (auto it = task.MemberBegin(); it != task.MemberEnd(); ++it) {
     std::string const key = it->name.GetString();
     if (key != "type" && key != "index")
-      throw ClusterError("convoy: TF_CONFIG task has unknown key " + quoted(key) +
+      throw ClusterError("convoy: TF_CONFIG task has unknown key " + quote(key) +
                          detail::did_you_mean(key, task_keys) +
                          " (the keys are \"type\" and \"index\")");
   }
@@ -162,24 +162,24 @@ inline Cluster parse_tf_config(std::string_view text) {
   if (c.jobs.find(type) == c.jobs.end()) {
     std::vector<std::string> present;
     for (auto const& entry : c.jobs) present.push_back(entry.first);
-    throw ClusterError("convoy: TF_CONFIG task.type " + quoted(type) +
+    throw ClusterError("convoy: TF_CONFIG task.type " + quote(type) +
                        " is not a job of the cluster (" + convoy::detail::join(present, ", ") +
                        ")" + detail::did_you_mean(type, present));
   }
   c.job = type;
   if (!task.HasMember("index"))
     throw ClusterError("convoy: TF_CONFIG task needs \"index\", this task's place in job " +
-                       quoted(type));
+                       quote(type));
   auto const& index = task["index"];
   std::size_t const size = c.jobs[type].size();
   if (!index.IsInt64()) {
-    std::string shown = index.IsString() ? quoted(index.GetString()) : detail::json_type(index);
+    std::string shown = index.IsString() ? quote(index.GetString()) : detail::json_type(index);
     if (index.IsDouble()) shown = std::to_string(index.GetDouble());
     throw ClusterError("convoy: TF_CONFIG task.index is " + shown + ", not an integer");
   }
   if (index.GetInt64() < 0 || static_cast<std::size_t>(index.GetInt64()) >= size) {
     throw ClusterError("convoy: TF_CONFIG task.index " + std::to_string(index.GetInt64()) +
-                       " is outside job " + quoted(type) + ", which has " + std::to_string(size) +
+                       " is outside job " + quote(type) + ", which has " + std::to_string(size) +
                        " task(s)");
   }
   c.index = static_cast<int>(index.GetInt64());

@@ -16,7 +16,7 @@
 namespace convoy::detail {
 
 /// `text` between double quotes, as messages quote every offending part.
-inline std::string quoted(std::string_view text) {
+inline std::string quote(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);
   out += '"';
@@ -71,7 +71,7 @@ inline std::optional<std::string> closest(std::string_view name,
 /// "; did you mean "x"?" when a candidate is close to `name`, else "".
 inline std::string did_you_mean(std::string_view name, std::vector<std::string> const& candidates) {
   auto const near = closest(name, candidates);
-  return near ? "; did you mean " + quoted(*near) + "?" : std::string();
+  return near ? "; did you mean " + quote(*near) + "?" : std::string();
 }
 
 /// `text` as a non-negative decimal integer that fits in int (digits only: no sign, no spaces),
@@ -92,7 +92,7 @@ inline std::optional<int> parse_count(std::string_view text) {
 inline int require_count(std::string_view text, std::string_view source) {
   auto const value = parse_count(text);
   if (!value) {
-    throw ClusterError("convoy: " + std::string(source) + " is " + quoted(text) +
+    throw ClusterError("convoy: " + std::string(source) + " is " + quote(text) +
                        ", which is not a non-negative integer");
   }
   return *value;
