@@ -6,6 +6,8 @@ find_dependency(Threads)
 find_dependency(OpenMP)
 find_dependency(ZLIB)
 find_dependency(cereal CONFIG)
+# The C++ binding of ZeroMQ (cppzmq-dev, libzmq3-dev), for convoy::zmq_ps only.
+find_dependency(cppzmq CONFIG)
 
 if(NOT DEFINED BLA_VENDOR)
   set(BLA_VENDOR OpenBLAS)  # one BLAS thread per replica is set through OpenBLAS's own call

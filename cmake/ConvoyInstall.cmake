@@ -15,7 +15,7 @@ install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/convoy"
 install(PROGRAMS "${PROJECT_SOURCE_DIR}/tools/convoy-launch"
         DESTINATION "${CMAKE_INSTALL_BINDIR}")
 
-install(TARGETS convoy EXPORT convoy-targets)
+install(TARGETS convoy convoy_zmq_ps EXPORT convoy-targets)
 install(EXPORT convoy-targets
         NAMESPACE convoy::
         DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")

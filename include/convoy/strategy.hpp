@@ -24,6 +24,7 @@
 #include "place/gpu.hpp"
 #include "place/host.hpp"
 #include "place/mirrored.hpp"
+#include "place/sharded.hpp"
 #include "sync/asynchronous.hpp"
 #include "sync/bounded_staleness.hpp"
 #include "sync/synchronous.hpp"
@@ -35,6 +36,13 @@ namespace detail {
 template <class P>
 inline constexpr bool is_single_replica =
     std::same_as<P, place::Host> || std::same_as<P, place::Gpu>;
+template <class P>
+inline constexpr bool is_sharded = false;
+template <class Rule>
+inline constexpr bool is_sharded<place::Sharded<Rule>> = true;
+/// A Comm that keeps the variables on parameter-server shards says so (comm::ZmqPs).
+template <class C>
+concept serves_shards = requires { requires C::serves_shards; };
 
 // The engine Comm brings, or an empty stand-in while a static_assert below reports a policy in the
 // wrong slot (so that the message is the only error).
@@ -88,13 +96,14 @@ class Strategy {
   static_assert(
       placement_policy<Placement>,
       "convoy: Strategy's second argument must be a placement policy: place::Host, place::Gpu, "
-      "place::Mirrored or place::CentralStorage.");
+      "place::Mirrored, place::CentralStorage or place::Sharded<Rule>.");
   static_assert(!placement_policy<Placement> || gives_contexts<Placement>,
                 "convoy: a placement policy needs 'context_type', 'context_type context(std::size_t "
                 "replica) const' and 'int replica_count() const'; see place/mirrored.hpp.");
   static_assert(
       communication_policy<Comm>,
-      "convoy: Strategy's third argument must be a communication policy: comm::InProcess.");
+      "convoy: Strategy's third argument must be a communication policy: comm::InProcess, or "
+      "comm::ZmqPs (convoy/comm/zmq_ps.hpp).");
   static_assert(
       synchronization_policy<Sync>,
       "convoy: Strategy's fourth argument must be a synchronization policy: sync::Synchronous, "
@@ -109,6 +118,14 @@ class Strategy {
                 "asynchronous with; "
                 "use place::Mirrored or place::CentralStorage with sync::Asynchronous or "
                 "sync::BoundedStaleness<S>, or sync::Synchronous with one replica.");
+
+  static_assert(!detail::is_sharded<Placement> || detail::serves_shards<Comm>,
+                "convoy: place::Sharded<Rule> spreads the variables over parameter-server shards, "
+                "which only comm::ZmqPs (convoy/comm/zmq_ps.hpp) has; on one machine use "
+                "place::Mirrored or place::CentralStorage with comm::InProcess.");
+  static_assert(!detail::serves_shards<Comm> || detail::is_sharded<Placement>,
+                "convoy: comm::ZmqPs keeps the variables on parameter-server shards; place them "
+                "with place::Sharded<place::GreedyBySize> (or RoundRobin, or Partitioned).");
 
  public:
   using model_type = Model;
@@ -138,6 +155,22 @@ class Strategy {
   Strategy& operator=(Strategy&&) noexcept = default;
 
   engine_type& engine() { return engine_; }
+  /// Whether this task writes checkpoints: always in one process; in a cluster, the chief only.
+  bool chief() const {
+    if constexpr (requires { engine_.chief(); }) {
+      return engine_.chief();
+    } else {
+      return true;
+    }
+  }
+  /// Whether run() serves others instead of training (a cluster's ps task).
+  bool serves() const {
+    if constexpr (requires { engine_.serves(); }) {
+      return engine_.serves();
+    } else {
+      return false;
+    }
+  }
   std::size_t replicas() const { return engine_.state().size(); }
   /// True when every replica takes every step together (one replica, or Synchronous aggregating
   /// all): a callback then sees every replica at rest.

@@ -59,6 +59,11 @@ struct TimeoutError : Error {
   using Error::Error;
 };
 
+/// A peer sent a message that is not convoy's protocol, of another protocol version, or malformed.
+struct ProtocolError : Error {
+  using Error::Error;
+};
+
 /// Replicas of an asynchronous run failed while the others trained on; `replicas` lists them.
 struct ReplicaError : Error {
   ReplicaError(std::string const& what, std::vector<std::size_t> failed)

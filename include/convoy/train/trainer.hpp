@@ -109,7 +109,9 @@ class Trainer {
     io::check(train);
     std::ostream* log = options.log;
     std::uint64_t seed = options.seed;
-    if (!options.checkpoint_dir.empty()) {
+    // In a cluster only the chief reads and writes checkpoints: the shards hold one state.
+    bool const checkpoints = !options.checkpoint_dir.empty() && strategy_.chief();
+    if (checkpoints) {
       // Refused now rather than after the last step; and what a killed writer left is cleared.
       io::require_writable_directory(options.checkpoint_dir, "checkpoint directory");
       io::remove_stale_temporaries(options.checkpoint_dir);
@@ -143,6 +145,7 @@ class Trainer {
       return sampler.fill(train, replica, local_step, (*buffers)[replica]);
     };
     FitResult result;
+    if (strategy_.serves()) return serve(plan, log);
     Counters const before = strategy_.counters();
     auto const start = std::chrono::steady_clock::now();
     plan.after_step = [&](StepReport const& report) {
@@ -163,7 +166,7 @@ class Trainer {
                << m.mean_loss() << std::endl;
         }
       }
-      if (!options.checkpoint_dir.empty() && options.checkpoint_every > 0 &&
+      if (checkpoints && options.checkpoint_every > 0 &&
           step % options.checkpoint_every == 0) {
         save_checkpoint(options.checkpoint_dir, seed);
       }
@@ -175,7 +178,7 @@ class Trainer {
       strategy_.run(plan);
     } catch (ReplicaError const&) {
       // The surviving replicas trained on: keep their work before reporting the failures.
-      if (!options.checkpoint_dir.empty()) save_checkpoint(options.checkpoint_dir, seed);
+      if (checkpoints) save_checkpoint(options.checkpoint_dir, seed);
       throw;
     }
 
@@ -193,7 +196,7 @@ class Trainer {
     bool const saved_last_step =
         options.checkpoint_every > 0 && after.global_step % options.checkpoint_every == 0 &&
         after.global_step != before.global_step;
-    if (!options.checkpoint_dir.empty() && !saved_last_step) {
+    if (checkpoints && !saved_last_step) {
       save_checkpoint(options.checkpoint_dir, seed);
     }
     if (options.validation) result.validation = evaluate_if_possible(*options.validation);
@@ -255,6 +258,24 @@ class Trainer {
   }
 
  private:
+  // A cluster's ps task: serves its shard until every worker is done.
+  FitResult serve(RunPlan const& plan, std::ostream* log) {
+    auto const start = std::chrono::steady_clock::now();
+    strategy_.run(plan);
+    FitResult result;
+    auto const& after = strategy_.counters();
+    result.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.global_step = after.global_step;
+    result.applied = after.applied;
+    result.dropped = after.dropped;
+    if (log) {
+      *log << "convoy: served " << result.global_step << " global steps in " << result.seconds
+           << " s" << std::endl;
+    }
+    return result;
+  }
+
   // evaluate() for models that have it; check() refuses validation for the others.
   Metrics evaluate_if_possible(io::Dataset const& data) {
     if constexpr (has_evaluate<Model>) {

@@ -1,0 +1,39 @@
+// comm::ZmqPs: a parameter-server cluster over ZeroMQ TCP. Variables live on the ps tasks' shards
+// (place::Sharded decides which shard holds what); workers pull weights and push gradients, and
+// each shard runs the optimizer on its variables under the Sync policy's rules. Every task runs the
+// same program: its role comes from the Cluster (TF_CONFIG, a launcher's variables, or flags).
+// Link convoy::zmq_ps to use it.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "../cluster.hpp"
+#include "../core/concepts.hpp"
+#include "zmq_ps/engine.hpp"
+
+namespace convoy::comm {
+
+struct ZmqPs {
+  using policy_category = communication_tag;
+  static constexpr std::string_view name = "ZmqPs";
+  static constexpr bool serves_shards = true;  ///< only with place::Sharded
+  /// This task's cluster; empty: resolved from the environment (Cluster::from_environment()).
+  std::optional<Cluster> cluster{};
+  /// How long a worker waits for a shard to come up (it logs the shard it waits for meanwhile).
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+  /// The host a ps task binds; empty: the host of its own address in the cluster spec.
+  std::string bind_host{};
+  std::ostream* log = &std::clog;  ///< serving and waiting messages; null: none
+
+  template <class Model, class Placement, class Sync>
+  using engine = zmq_ps::Engine<Model, Placement, Sync>;
+
+  zmq_ps::Options options() const { return {cluster, connect_timeout, bind_host, log}; }
+};
+static_assert(communication_policy<ZmqPs>);
+
+}  // namespace convoy::comm

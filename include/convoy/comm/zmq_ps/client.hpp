@@ -1,0 +1,184 @@
+// A worker's connections to the parameter-server shards: one ZeroMQ DEALER socket per shard. Every
+// exchange sends its request to every shard before it waits for any answer, so the shards work on
+// it at the same time; every wait is bounded.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "../../core/error.hpp"
+#include "wire.hpp"
+
+namespace convoy::comm::zmq_ps {
+
+/// An answer: its header and its payload frames, read in place.
+struct Reply {
+  Header header;
+  std::vector<zmq::message_t> payload;
+};
+
+class Client {
+ public:
+  /// `endpoints`: each shard's "tcp://host:port"; `worker`: this worker's rank.
+  Client(std::vector<std::string> endpoints, std::uint32_t worker, std::ostream* log)
+      : endpoints_(std::move(endpoints)), worker_(worker), log_(log), context_(1) {
+    for (auto const& endpoint : endpoints_) {
+      auto& s = sockets_.emplace_back(context_, zmq::socket_type::dealer);
+      s.set(zmq::sockopt::linger, 0);
+      s.set(zmq::sockopt::reconnect_ivl, 100);       // first retry after 100 ms,
+      s.set(zmq::sockopt::reconnect_ivl_max, 2000);  // then backing off to 2 s
+      s.connect(endpoint);
+    }
+  }
+  Client(Client const&) = delete;
+  Client& operator=(Client const&) = delete;
+  ~Client() { wait_until_sent(std::chrono::seconds(5)); }
+
+  std::size_t shards() const { return endpoints_.size(); }
+  std::string shard_name(std::size_t s) const {
+    return "ps:" + std::to_string(s) + " at " + endpoints_[s].substr(6);
+  }
+
+  /// Sends `header` (op, tag, ...) with `payload(s)`'s frames to every shard, then waits for every
+  /// answer. Throws TimeoutError naming the shards that did not answer within `timeout`, and
+  /// Error for a shard that refused the request. `waiting` names what an answer waits for, for the
+  /// timeout's message.
+  std::vector<Reply> exchange(std::function<Header(std::size_t)> const& header,
+                              std::function<std::vector<zmq::message_t>(std::size_t)> const& payload,
+                              std::chrono::milliseconds timeout, std::string const& waiting) {
+    for (std::size_t s = 0; s < shards(); ++s) {
+      auto frames = payload ? payload(s) : std::vector<zmq::message_t>{};
+      Header h = header(s);
+      h.worker = worker_;
+      h.shard = static_cast<std::uint32_t>(s);
+      h.frames = static_cast<std::uint32_t>(frames.size());
+      sockets_[s].send(encode(h), frames.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+      for (std::size_t i = 0; i < frames.size(); ++i) {
+        sockets_[s].send(frames[i], i + 1 == frames.size() ? zmq::send_flags::none
+                                                           : zmq::send_flags::sndmore);
+      }
+    }
+    return receive(timeout, waiting, false);
+  }
+
+  /// Says hello to every shard, waiting for each with a log line naming it at growing intervals,
+  /// up to `timeout`. Throws TimeoutError naming the shards that never answered.
+  std::vector<Reply> hello(std::function<Header(std::size_t)> const& header,
+                           std::chrono::milliseconds timeout) {
+    for (std::size_t s = 0; s < shards(); ++s) {
+      Header h = header(s);
+      h.op = Op::hello;
+      h.worker = worker_;
+      h.shard = static_cast<std::uint32_t>(s);
+      sockets_[s].send(encode(h), zmq::send_flags::none);
+    }
+    return receive(timeout, "to start", true);
+  }
+
+  /// Frames lending `data` to ZeroMQ; wait_until_sent() waits for ZeroMQ to be done with them.
+  zmq::message_t lend_frame(std::span<float const> data) {
+    lent_->fetch_add(1, std::memory_order_relaxed);
+    return lend(data, &give_back, new std::shared_ptr<std::atomic<int>>(lent_));
+  }
+  /// Blocks until ZeroMQ holds no memory lent by lend_frame (it has sent it), or `limit` passes.
+  /// Returns false on timeout.
+  bool wait_until_sent(std::chrono::milliseconds limit) const {
+    auto const deadline = std::chrono::steady_clock::now() + limit;
+    while (lent_->load(std::memory_order_acquire) != 0) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
+
+ private:
+  static void give_back(void*, void* hint) {
+    auto* hold = static_cast<std::shared_ptr<std::atomic<int>>*>(hint);
+    (*hold)->fetch_sub(1, std::memory_order_release);
+    delete hold;
+  }
+
+  std::vector<Reply> receive(std::chrono::milliseconds timeout, std::string const& waiting,
+                             bool starting) {
+    using clock = std::chrono::steady_clock;
+    std::vector<Reply> replies(shards());
+    std::vector<char> done(shards(), 0);
+    std::size_t left = shards();
+    auto const start = clock::now();
+    auto next_note = std::chrono::milliseconds(1000);
+    while (left > 0) {
+      std::vector<zmq::pollitem_t> items;
+      std::vector<std::size_t> which;
+      for (std::size_t s = 0; s < shards(); ++s) {
+        if (!done[s]) {
+          items.push_back({sockets_[s].handle(), 0, ZMQ_POLLIN, 0});
+          which.push_back(s);
+        }
+      }
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        if (!(items[i].revents & ZMQ_POLLIN)) continue;
+        auto const s = which[i];
+        std::vector<zmq::message_t> frames;
+        (void)zmq::recv_multipart(sockets_[s], std::back_inserter(frames));
+        if (frames.empty()) continue;
+        Reply r;
+        r.header = decode(frames[0], shard_name(s));
+        if (r.header.status == Status::error) {
+          throw Error("convoy: " + shard_name(s) + " refused worker " + std::to_string(worker_) +
+                      "'s " + describe(r.header.op) + ": " + r.header.text);
+        }
+        if (r.header.frames != frames.size() - 1) {
+          throw ProtocolError("convoy: " + shard_name(s) + " announced " +
+                              std::to_string(r.header.frames) + " payload frames and sent " +
+                              std::to_string(frames.size() - 1));
+        }
+        for (std::size_t f = 1; f < frames.size(); ++f) r.payload.push_back(std::move(frames[f]));
+        replies[s] = std::move(r);
+        done[s] = 1;
+        --left;
+      }
+      auto const waited = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
+      if (left > 0 && waited > timeout) {
+        throw TimeoutError("convoy: worker " + std::to_string(worker_) + " waited " +
+                           std::to_string(timeout.count()) + " ms for " + missing(done) + " " +
+                           waiting);
+      }
+      if (starting && left > 0 && waited >= next_note && log_) {
+        *log_ << "convoy: worker " << worker_ << " waiting for " << missing(done) << " (" 
+              << waited.count() / 1000 << " s so far)" << std::endl;
+        next_note *= 2;
+      }
+    }
+    return replies;
+  }
+
+  std::string missing(std::vector<char> const& done) const {
+    std::string out;
+    for (std::size_t s = 0; s < shards(); ++s) {
+      if (!done[s]) out += (out.empty() ? "" : ", ") + shard_name(s);
+    }
+    return out;
+  }
+
+  std::vector<std::string> endpoints_;
+  std::uint32_t worker_;
+  std::ostream* log_;
+  std::shared_ptr<std::atomic<int>> lent_ = std::make_shared<std::atomic<int>>(0);
+  zmq::context_t context_;
+  std::vector<zmq::socket_t> sockets_;
+};
+
+}  // namespace convoy::comm::zmq_ps

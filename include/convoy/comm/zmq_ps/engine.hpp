@@ -1,0 +1,422 @@
+// The engine comm::ZmqPs brings. Every task of the cluster builds the same Strategy; what it does
+// follows from its role: a ps task serves its shard of the variables (run() serves until every
+// worker has said goodbye), a worker trains one replica, pulling weights from and pushing
+// gradients to every shard. Counters are shard 0's, which every answer carries, so global_step is
+// the cluster's (TensorFlow keeps it on ps 0 too).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../../cluster.hpp"
+#include "../../core/concepts.hpp"
+#include "../../core/error.hpp"
+#include "../../core/snapshot.hpp"
+#include "../../optim/optimizer.hpp"
+#include "../../place/sharded.hpp"
+#include "../../train/step.hpp"
+#include "client.hpp"
+#include "shard.hpp"
+#include "wire.hpp"
+
+namespace convoy::comm::zmq_ps {
+
+/// The options comm::ZmqPs carries (see there).
+struct Options {
+  std::optional<Cluster> cluster;
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+  std::string bind_host;
+  std::ostream* log = &std::clog;
+};
+
+/// "tcp://host:port" for a "host:port" address, with the host replaced by `host` when given.
+inline std::string endpoint(std::string const& address, std::string const& host = {}) {
+  auto const colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    throw Error("convoy: the cluster address '" + address + "' has no port");
+  }
+  std::string h = host.empty() ? address.substr(0, colon) : host;
+  if (h == "localhost") h = "127.0.0.1";
+  return "tcp://" + h + ":" + address.substr(colon + 1);
+}
+
+template <class Model, class Placement, class Sync>
+class Engine {
+ public:
+  /// The state a Strategy forwards to (snapshot, restore, weights, counters), by name, gathered
+  /// from the shards.
+  class State {
+   public:
+    State(Model prototype, Placement placement, Sync sync, Options options)
+        : placement_(placement), sync_(sync), options_(std::move(options)),
+          model_(std::make_unique<Model>(std::move(prototype))) {
+      cluster_ = options_.cluster ? *options_.cluster : Cluster::from_environment();
+      cluster_.validate();
+      if (cluster_.ps_count() == 0) {
+        throw Error("convoy: comm::ZmqPs needs a cluster with ps tasks; this task's is " +
+                    cluster_.describe() +
+                    "; start it under tools/convoy-launch, set TF_CONFIG, or pass a Cluster");
+      }
+      if (!cluster_.is_ps() && cluster_.worker_rank() < 0) {
+        throw Error("convoy: comm::ZmqPs runs ps and worker (or chief) tasks; this task is " +
+                    cluster_.job + ":" + std::to_string(cluster_.index));
+      }
+      sync_.check(cluster_.worker_count());
+      map_ = std::make_unique<place::ShardMap>(placement_.shard(layout(), cluster_.ps_count()));
+      counters_.local_steps.assign(cluster_.worker_count(), 0);
+    }
+
+    State(State const&) = delete;
+    State& operator=(State const&) = delete;
+    ~State() {
+      if (!client_) return;
+      try {  // goodbye: the shards stop once every worker said it
+        client_->exchange([&](std::size_t s) { return request(Op::bye, s); }, {},
+                          std::chrono::milliseconds(2000), "to take its goodbye");
+      } catch (...) {
+      }
+    }
+
+    Cluster const& cluster() const { return cluster_; }
+    place::ShardMap const& shard_map() const { return *map_; }
+    bool serves() const { return cluster_.is_ps(); }
+    std::size_t rank() const { return static_cast<std::size_t>(cluster_.worker_rank()); }
+
+    /// Workers: the sampler splits the data over them (this worker's slice is its rank's).
+    std::size_t size() const { return cluster_.worker_count(); }
+    Variables const& layout() const { return model_->variables(); }
+    Model const& model() const { return *model_; }
+    Counters const& counters() const { return counters_; }
+    optim::Optimizer const& optimizer() const { return optimizer_; }
+    void set_optimizer(optim::Optimizer optimizer) {
+      if (client_ && optimizer.name() != optimizer_.name()) {
+        throw Error("convoy: the shards already run " + std::string(optimizer_.name()) +
+                    "; set the optimizer before the first run");
+      }
+      optimizer_ = optimizer;
+    }
+
+    /// Serves this ps task's shard until every worker said goodbye.
+    void serve() {
+      auto const index = static_cast<std::size_t>(cluster_.index);
+      Shard<Sync> shard(map_->pieces_of(index), optimizer_, sync_,
+                        {.index = index,
+                         .shards = cluster_.ps_count(),
+                         .workers = cluster_.worker_count(),
+                         .endpoint = endpoint(cluster_.ps_address(index), options_.bind_host),
+                         .log = options_.log});
+      shard.serve();
+      counters_ = shard.counters();
+    }
+
+    /// Trains this worker's replica until the plan's goal (by shard 0's counters).
+    void train(RunPlan const& plan) {
+      connect();
+      if (!pulled_) start();
+      auto const r = rank();
+      auto const ctx = placement_.context(0);
+      auto const scope = ctx.enter();
+      auto& vars = model_->variables();
+      while (!plan.reached(counters_.global_step, counters_.batches())) {
+        auto const local = counters_.local_steps[r];
+        Batch const batch = plan.batch(r, local);
+        if (!client_->wait_until_sent(sync_.timeout)) {
+          throw TimeoutError("convoy: worker " + std::to_string(r) +
+                             "'s last gradients were never sent");
+        }
+        auto const start = std::chrono::steady_clock::now();
+        float const loss = forward_backward_in(*model_, batch, ctx);
+        double const seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        auto replies = client_->exchange(
+            [&](std::size_t s) {
+              auto h = request(Op::push, s);
+              h.tag = tags_[s];
+              h.loss = loss;
+              h.seconds = seconds;
+              return h;
+            },
+            [&](std::size_t s) {
+              std::vector<zmq::message_t> frames;
+              for (auto const* p : map_->pieces_of(s)) {
+                frames.push_back(client_->lend_frame(
+                    std::span<float const>(vars.grads()).subspan(p->begin, p->end - p->begin)));
+              }
+              return frames;
+            },
+            sync_.timeout, "to apply its gradients (" + std::string(Sync::name) + ")");
+        take_weights(replies);
+        if (replies[0].header.status == Status::dropped) continue;  // computed again
+        StepReport const report{.global_step = counters_.global_step,
+                                .local_step = counters_.local_steps[r],
+                                .replica = r,
+                                .loss = replies[0].header.loss,
+                                .seconds = seconds,
+                                .applied = counters_.applied,
+                                .dropped = counters_.dropped,
+                                .batches = counters_.batches(),
+                                .lead = 0};
+        if (plan.after_step && !plan.after_step(report)) break;
+      }
+    }
+
+    /// The current weights, gathered from the shards (a pull outside the policy's clock).
+    void read_weights(std::span<float> out) const {
+      if (out.size() != layout().element_count()) {
+        throw ShapeError("convoy: read_weights needs " + std::to_string(layout().element_count()) +
+                         " floats, got " + std::to_string(out.size()));
+      }
+      refuse_on_ps("read the weights");
+      auto& self = const_cast<State&>(*this);
+      self.connect();
+      auto replies = self.client_->exchange([&](std::size_t s) { return self.request(Op::pull, s); },
+                                            {}, sync_.timeout, "to send its weights");
+      self.scatter(replies, 0, out);
+    }
+
+    /// Weights, slots and counters by name, gathered from every shard.
+    Snapshot snapshot() const {
+      refuse_on_ps("take a snapshot");
+      auto& self = const_cast<State&>(*this);
+      self.connect();
+      auto replies = self.client_->exchange(
+          [&](std::size_t s) { return self.request(Op::snapshot, s); }, {}, sync_.timeout,
+          "to send its part of a snapshot");
+      auto const n = layout().element_count();
+      std::vector<float> weights(n);
+      self.scatter(replies, 0, weights);
+      auto state = optimizer_.make_state(n);
+      for (std::size_t slot = 0; slot < state.slots.size(); ++slot) {
+        self.scatter(replies, 1 + slot, state.slots[slot]);
+      }
+      Snapshot out;
+      out.weights = layout().named(weights);
+      out.optimizer = std::string(optimizer_.name());
+      out.slots = optim::named_slots(optimizer_, state, layout());
+      out.optimizer_updates = replies[0].header.optimizer_updates;
+      out.counters = counters_of(replies[0].header);
+      return out;
+    }
+
+    /// Sends a snapshot's weights, slots and counters to the shards, by name: it may come from a
+    /// run with another number of shards. Checks every name first; nothing changes on error.
+    void restore(Snapshot const& snap) {
+      refuse_on_ps("restore a snapshot");
+      layout().check_names(snap.weights, "restore");
+      if (snap.optimizer != optimizer_.name()) {
+        throw Error("convoy: the snapshot holds " + snap.optimizer + " state but this run uses " +
+                    std::string(optimizer_.name()));
+      }
+      auto state = optimizer_.make_state(layout().element_count());
+      optim::set_named_slots(optimizer_, state, layout(), snap.slots);
+      std::vector<float> weights(layout().element_count());
+      layout().assign_named(snap.weights, weights);
+      // Another worker count: keep the totals, spread the batches evenly over this run's workers.
+      Counters c = snap.counters;
+      if (c.local_steps.size() != size()) {
+        auto const total = c.batches();
+        c.local_steps.assign(size(), total / static_cast<std::int64_t>(size()));
+        for (std::size_t w = 0; w < static_cast<std::size_t>(total % static_cast<std::int64_t>(size())); ++w) {
+          ++c.local_steps[w];
+        }
+      }
+      connect();
+      auto replies = client_->exchange(
+          [&](std::size_t s) {
+            auto h = request(Op::restore, s);
+            h.global_step = c.global_step;
+            h.applied = c.applied;
+            h.dropped = c.dropped;
+            h.local = c.local_steps;
+            h.optimizer_updates = snap.optimizer_updates;
+            return h;
+          },
+          [&](std::size_t s) {
+            std::vector<zmq::message_t> frames;
+            auto copy = [&](std::span<float const> arena) {
+              for (auto const* p : map_->pieces_of(s)) {
+                frames.emplace_back(arena.data() + p->begin, (p->end - p->begin) * sizeof(float));
+              }
+            };
+            copy(weights);
+            for (auto const& slot : state.slots) copy(slot);
+            return frames;
+          },
+          sync_.timeout, "to restore a snapshot");
+      take_weights(replies);
+      pulled_ = true;
+    }
+
+    /// Sets every variable by name on the shards (through a snapshot, so the slots stay).
+    void set_weights(std::map<std::string, Tensor> const& named) {
+      layout().check_names(named, "set_weights");
+      auto s = snapshot();
+      s.weights = named;
+      restore(s);
+    }
+
+   private:
+    void refuse_on_ps(char const* what) const {
+      if (cluster_.is_ps()) {
+        throw Error(std::string("convoy: a ps task holds one shard and cannot ") + what +
+                    "; do it on a worker (the chief writes checkpoints)");
+      }
+    }
+
+    Header request(Op op, std::size_t s) const {
+      Header h;
+      h.op = op;
+      h.fingerprint = fingerprints_.empty() ? 0 : fingerprints_[s];
+      return h;
+    }
+
+    // Connects and says hello once.
+    void connect() {
+      if (client_) return;
+      if (cluster_.is_ps()) refuse_on_ps("connect to the shards");
+      std::vector<std::string> endpoints;
+      for (std::size_t s = 0; s < cluster_.ps_count(); ++s) {
+        endpoints.push_back(endpoint(cluster_.ps_address(s)));
+      }
+      for (std::size_t s = 0; s < cluster_.ps_count(); ++s) {
+        fingerprints_.push_back(fingerprint(map_->pieces_of(s), optimizer_.name(),
+                                            cluster_.ps_count(), cluster_.worker_count()));
+      }
+      auto client = std::make_unique<Client>(endpoints, static_cast<std::uint32_t>(rank()),
+                                             options_.log);
+      auto replies = client->hello(
+          [&](std::size_t s) {
+            auto h = request(Op::hello, s);
+            h.text = std::string(optimizer_.name());
+            return h;
+          },
+          options_.connect_timeout);
+      client_ = std::move(client);
+      initialized_.clear();
+      for (auto const& r : replies) initialized_.push_back(r.header.initialized != 0);
+      tags_.assign(replies.size(), 0);
+      for (std::size_t s = 0; s < replies.size(); ++s) tags_[s] = replies[s].header.tag;
+      counters_ = counters_of(replies[0].header);
+    }
+
+    // First weights: the chief initializes the shards that have none yet; everyone pulls (a
+    // pull waits at the shard until it is initialized).
+    void start() {
+      auto const& vars = model_->variables();
+      if (cluster_.is_chief()) {
+        bool any = std::find(initialized_.begin(), initialized_.end(), false) != initialized_.end();
+        if (any) {
+          client_->exchange([&](std::size_t s) { return request(Op::init, s); },
+                            [&](std::size_t s) {
+                              std::vector<zmq::message_t> frames;
+                              for (auto const* p : map_->pieces_of(s)) {
+                                frames.emplace_back(vars.weights().data() + p->begin,
+                                                    (p->end - p->begin) * sizeof(float));
+                              }
+                              return frames;
+                            },
+                            sync_.timeout, "to take the initial weights");
+        }
+      }
+      auto replies = client_->exchange([&](std::size_t s) { return request(Op::pull, s); }, {},
+                                       options_.connect_timeout,
+                                       "to be initialized by the chief and send its weights");
+      take_weights(replies);
+      pulled_ = true;
+    }
+
+    // Copies the weights in `replies` into the replica; takes tags and counters.
+    void take_weights(std::vector<Reply>& replies) {
+      scatter(replies, 0, model_->variables().weights());
+      for (std::size_t s = 0; s < replies.size(); ++s) tags_[s] = replies[s].header.tag;
+      counters_ = counters_of(replies[0].header);
+    }
+
+    // Copies array `array` (0: weights, 1 + k: slot k) of every reply into `out`, piece by piece.
+    void scatter(std::vector<Reply> const& replies, std::size_t array, std::span<float> out) {
+      for (std::size_t s = 0; s < replies.size(); ++s) {
+        auto const pieces = map_->pieces_of(s);
+        auto const& payload = replies[s].payload;
+        if (payload.size() < (array + 1) * pieces.size()) {
+          throw ProtocolError("convoy: ps:" + std::to_string(s) + " sent " +
+                              std::to_string(payload.size()) + " payload frames, expected at least " +
+                              std::to_string((array + 1) * pieces.size()));
+        }
+        for (std::size_t i = 0; i < pieces.size(); ++i) {
+          auto const& frame = payload[array * pieces.size() + i];
+          auto const* p = pieces[i];
+          check_floats(frame, p->end - p->begin, "ps:" + std::to_string(s) + "'s '" + p->variable + "'");
+          std::memcpy(out.data() + p->begin, frame.data(), frame.size());
+        }
+      }
+    }
+
+    Counters counters_of(Header const& h) const {
+      Counters c;
+      c.global_step = h.global_step;
+      c.applied = h.applied;
+      c.dropped = h.dropped;
+      c.local_steps = h.local;
+      if (c.local_steps.size() != size()) c.local_steps.assign(size(), 0);
+      return c;
+    }
+
+    Placement placement_;
+    Sync sync_;
+    Options options_;
+    std::unique_ptr<Model> model_;
+    Cluster cluster_;
+    std::unique_ptr<place::ShardMap> map_;
+    optim::Optimizer optimizer_ = optim::Sgd{};
+    Counters counters_;
+    std::unique_ptr<Client> client_;
+    std::vector<std::uint64_t> fingerprints_;
+    std::vector<bool> initialized_;
+    std::vector<std::int64_t> tags_;
+    bool pulled_ = false;
+  };
+
+  template <class Comm>
+  Engine(Model prototype, Placement placement, Comm comm, Sync sync)
+      : state_(std::make_unique<State>(std::move(prototype), placement, sync, comm.options())) {}
+
+  State& state() { return *state_; }
+  State const& state() const { return *state_; }
+  /// A callback on a worker sees only its own replica at rest.
+  bool lock_step() const { return false; }
+  bool chief() const { return state_->cluster().is_chief(); }
+  bool serves() const { return state_->serves(); }
+
+  /// A ps task serves until every worker said goodbye; a worker trains until the plan's goal.
+  void run(RunPlan const& plan) {
+    if (state_->serves()) {
+      state_->serve();
+    } else {
+      state_->train(plan);
+    }
+  }
+
+  void log_placement(std::ostream& out, std::string_view comm_name) const {
+    out << "convoy placement: Strategy<" << Placement::name << ", " << comm_name << ", "
+        << Sync::name << ">, " << state_->cluster().ps_count() << " ps task(s), "
+        << state_->cluster().worker_count() << " worker(s)\n";
+    state_->shard_map().print(out, Placement::name);
+  }
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace convoy::comm::zmq_ps

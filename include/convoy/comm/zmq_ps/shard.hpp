@@ -1,0 +1,509 @@
+// A parameter-server shard: it holds its pieces of the variables and their optimizer slots, runs
+// the optimizer on them, and drives the Sync policy's rule object (sync/rules.hpp) exactly as the
+// in-process central store does, one message at a time on one thread, so it needs no lock. A push
+// is answered with the weights it produced (push and pull in one round trip); an answer the rules
+// hold back (the open synchronous step is not complete, or the worker leads the slowest by more
+// than S clocks) waits in a queue until they allow it.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "../../core/detail/aligned_allocator.hpp"
+#include "../../core/error.hpp"
+#include "../../core/snapshot.hpp"
+#include "../../exec/host.hpp"
+#include "../../optim/optimizer.hpp"
+#include "../../place/sharded.hpp"
+#include "../../sync/rules.hpp"
+#include "wire.hpp"
+
+namespace convoy::comm::zmq_ps {
+
+/// What a shard and its workers must agree on: the shard's pieces, the optimizer and the worker
+/// count. A worker whose fingerprint differs runs another model or configuration.
+inline std::uint64_t fingerprint(std::span<place::Piece const* const> pieces,
+                                 std::string_view optimizer, std::size_t shards,
+                                 std::size_t workers) {
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  auto mix = [&](std::string_view bytes) {
+    for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+  };
+  auto number = [&](std::uint64_t v) { mix(std::to_string(v) + ";"); };
+  mix(optimizer);
+  number(shards);
+  number(workers);
+  for (auto const* p : pieces) {
+    mix(p->variable);
+    number(p->begin);
+    number(p->end);
+  }
+  return h;
+}
+
+/// Weights that ZeroMQ may still be sending: a reply lends the buffer, and the shard writes into a
+/// buffer only while no send holds it (otherwise it copies into a free one first, see current()).
+struct LentBuffer {
+  convoy::detail::AlignedVector<float> data;
+  std::atomic<int> lent{0};
+};
+
+template <class Sync>
+class Shard {
+ public:
+  using Rules = decltype(std::declval<Sync const&>().make_rules(std::declval<Counters const&>()));
+
+  struct Options {
+    std::size_t index = 0;
+    std::size_t shards = 1;
+    std::size_t workers = 1;
+    std::string endpoint;  ///< "tcp://host:port" to bind
+    std::ostream* log = &std::clog;
+  };
+
+  Shard(std::vector<place::Piece const*> pieces, optim::Optimizer optimizer, Sync sync,
+        Options options)
+      : options_(std::move(options)),
+        optimizer_(optimizer),
+        sync_(sync),
+        fingerprint_(fingerprint(pieces, optimizer.name(), options_.shards, options_.workers)),
+        rules_(sync.make_rules(counters_)) {
+    for (auto const* p : pieces) pieces_.push_back(*p);
+    for (auto const& p : pieces_) elements_ += p.end - p.begin;
+    current_ = std::make_shared<LentBuffer>();
+    current_->data.assign(elements_, 0.0f);
+    slots_ = optimizer_.make_state(elements_);
+    counters_.local_steps.assign(options_.workers, 0);
+    rules_ = sync_.make_rules(counters_);
+    if (rules_.accumulates()) sum_.assign(elements_, 0.0f);
+  }
+
+  Shard(Shard const&) = delete;
+  Shard& operator=(Shard const&) = delete;
+
+  std::string name() const { return "ps:" + std::to_string(options_.index); }
+  Counters const& counters() const { return counters_; }
+
+  /// Binds and answers workers until every one has said goodbye. Throws Error when the address
+  /// cannot be bound, and TimeoutError when no worker has sent anything for the policy's timeout
+  /// while some have not said goodbye (a worker died, or never came).
+  void serve() {
+    zmq::context_t context(1);
+    zmq::socket_t socket(context, zmq::socket_type::router);
+    socket.set(zmq::sockopt::linger, 0);
+    socket.set(zmq::sockopt::router_mandatory, 1);  // a reply to a vanished worker throws, not blocks
+    try {
+      socket.bind(options_.endpoint);
+    } catch (zmq::error_t const& e) {
+      throw Error("convoy: " + name() + " cannot listen on " + options_.endpoint + ": " +
+                  e.what());
+    }
+    if (options_.log) {
+      *options_.log << "convoy: " << name() << " serving " << elements_ * sizeof(float)
+                    << " bytes of weights in " << pieces_.size() << " piece(s) on "
+                    << options_.endpoint << " for " << options_.workers << " worker(s) under "
+                    << Sync::name << std::endl;
+    }
+    socket_ = &socket;
+    auto last_heard = std::chrono::steady_clock::now();
+    std::vector<zmq::message_t> frames;
+    while (goodbyes_.size() < options_.workers || goodbyes_.empty()) {
+      zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(200));
+      if (!(item.revents & ZMQ_POLLIN)) {
+        if (std::chrono::steady_clock::now() - last_heard > sync_.timeout) {
+          socket_ = nullptr;
+          throw TimeoutError("convoy: " + name() + " heard from no worker for " +
+                             std::to_string(sync_.timeout.count()) + " ms; " + missing_workers());
+        }
+        continue;
+      }
+      last_heard = std::chrono::steady_clock::now();
+      frames.clear();
+      auto const received = zmq::recv_multipart(socket, std::back_inserter(frames));
+      if (!received || frames.size() < 2) continue;  // not a worker's message: drop it
+      handle(frames);
+    }
+    socket_ = nullptr;
+    if (options_.log) {
+      *options_.log << "convoy: " << name() << " done: every worker said goodbye at global step "
+                    << counters_.global_step << " (" << counters_.applied << " gradients applied, "
+                    << counters_.dropped << " dropped, " << malformed_ << " malformed messages)";
+      if constexpr (requires { rules_.lead(0); }) {
+        *options_.log << "; largest lead granted " << largest_lead_ << " clock(s)";
+      }
+      *options_.log << std::endl;
+    }
+  }
+
+  std::int64_t malformed() const { return malformed_; }
+
+ private:
+  struct Waiting {
+    zmq::message_t peer;
+    std::uint32_t worker = 0;
+    Op op = Op::push;
+    std::int64_t tag = 0;  ///< push: the step its gradient went into
+  };
+
+  std::string worker_name(std::size_t w) const { return "worker " + std::to_string(w); }
+
+  std::string missing_workers() const {
+    std::string out;
+    for (std::size_t w = 0; w < options_.workers; ++w) {
+      if (std::find(goodbyes_.begin(), goodbyes_.end(), w) == goodbyes_.end()) {
+        out += (out.empty() ? "" : ", ") + std::to_string(w);
+      }
+    }
+    return "worker(s) " + out + " have not said goodbye";
+  }
+
+  // One request: [peer id, header, payload...].
+  void handle(std::vector<zmq::message_t>& frames) {
+    std::string const from = "a peer of " + name();
+    Header h;
+    try {
+      h = decode(frames[1], from);
+      if (h.worker >= options_.workers) {
+        throw ProtocolError("convoy: " + name() + " has " + std::to_string(options_.workers) +
+                            " workers; a message names worker " + std::to_string(h.worker));
+      }
+      if (h.frames != frames.size() - 2) {
+        throw ProtocolError("convoy: a " + describe(h.op) + " announces " +
+                            std::to_string(h.frames) + " payload frames and carries " +
+                            std::to_string(frames.size() - 2));
+      }
+      if (h.op != Op::hello && h.op != Op::bye && h.fingerprint != fingerprint_) {
+        throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " sent a " +
+                            describe(h.op) + " for another layout than " + name() + "'s");
+      }
+    } catch (ProtocolError const& e) {
+      ++malformed_;
+      if (options_.log) *options_.log << "convoy: " << name() << " dropped a message: " << e.what() << std::endl;
+      reply_error(frames[0], h, e.what());
+      return;
+    }
+    try {
+      switch (h.op) {
+        case Op::hello: return hello(frames, h);
+        case Op::init: return init(frames, h);
+        case Op::restore: return restore(frames, h);
+        case Op::push: return push(frames, h);
+        case Op::pull: return pull(frames, h);
+        case Op::snapshot: return snapshot(frames, h);
+        case Op::bye: return bye(frames, h);
+      }
+    } catch (ProtocolError const& e) {
+      ++malformed_;
+      if (options_.log) *options_.log << "convoy: " << name() << " dropped a message: " << e.what() << std::endl;
+      reply_error(frames[0], h, e.what());
+    }
+  }
+
+  void hello(std::vector<zmq::message_t>& frames, Header const& h) {
+    if (h.fingerprint != fingerprint_ || h.text != optimizer_.name()) {
+      reply_error(frames[0], h,
+                  "convoy: worker " + std::to_string(h.worker) + " and " + name() +
+                      " disagree on the model's variables, the optimizer (" + h.text + " vs " +
+                      std::string(optimizer_.name()) + ") or the cluster's size; run the same "
+                      "program with the same options on every task");
+      return;
+    }
+    reply(frames[0], h, Status::ok, {});
+  }
+
+  void init(std::vector<zmq::message_t>& frames, Header const& h) {
+    check_payload(frames, h, 1);
+    if (!initialized_) {
+      std::vector<float> scratch;
+      write_weights(frames, 2, scratch);
+      initialized_ = true;
+      if (options_.log) {
+        *options_.log << "convoy: " << name() << " initialized by worker " << h.worker
+                      << std::endl;
+      }
+    }
+    reply(frames[0], h, Status::ok, {});
+    release();
+  }
+
+  void restore(std::vector<zmq::message_t>& frames, Header const& h) {
+    std::size_t const slots = optimizer_.slot_names().size();
+    check_payload(frames, h, 1 + slots);
+    if (h.local.size() != options_.workers) {
+      throw ProtocolError("convoy: a restore for " + std::to_string(h.local.size()) +
+                          " workers reached " + name() + " of " +
+                          std::to_string(options_.workers));
+    }
+    std::vector<float> scratch;
+    write_weights(frames, 2, scratch);
+    for (std::size_t s = 0; s < slots; ++s) {
+      std::size_t at = 2 + (1 + s) * pieces_.size();
+      for (auto const& p : pieces_) {
+        auto const src = floats(frames[at++], scratch);
+        std::copy(src.begin(), src.end(), slots_.slots[s].begin() + static_cast<std::ptrdiff_t>(p.offset));
+      }
+    }
+    slots_.updates = h.optimizer_updates;
+    counters_.global_step = h.global_step;
+    counters_.applied = h.applied;
+    counters_.dropped = h.dropped;
+    counters_.local_steps = h.local;
+    rules_ = sync_.make_rules(counters_);
+    std::fill(sum_.begin(), sum_.end(), 0.0f);
+    loss_sum_ = 0.0f;
+    initialized_ = true;
+    reply(frames[0], h, Status::ok, {});
+    release();
+  }
+
+  void push(std::vector<zmq::message_t>& frames, Header const& h) {
+    check_payload(frames, h, 1);
+    if (!initialized_) throw ProtocolError("convoy: a push reached " + name() + " before its weights were initialized");
+    auto const w = h.worker;
+    auto const admission = rules_.admit(w, h.tag);
+    std::vector<float> scratch;
+    exec::Host const ctx;
+    if (admission == sync::Admission::drop) {
+      ++counters_.dropped;
+      reply(frames[0], h, Status::dropped, weights_frames());
+      return;
+    }
+    ++counters_.local_steps[w];
+    if (admission == sync::Admission::accumulate) {
+      std::size_t at = 2;
+      for (auto const& p : pieces_) {
+        auto const g = floats(frames[at++], scratch);
+        float* dst = sum_.data() + p.offset;
+        for (std::size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
+      }
+      loss_sum_ += h.loss;
+      waiting_.push_back(Waiting{std::move(frames[0]), w, Op::push, h.tag});
+      if (!rules_.accumulated(w)) return;
+      auto const m = rules_.gradients_per_update();
+      update_loss_ = loss_sum_ / static_cast<float>(m);
+      loss_sum_ = 0.0f;
+      auto& weights = writable();
+      optimizer_.apply(ctx, std::span<float>(weights), std::span<float const>(sum_), slots_, 0,
+                       1.0f / static_cast<float>(m), ++slots_.updates);
+      std::fill(sum_.begin(), sum_.end(), 0.0f);
+      ++counters_.global_step;
+      counters_.applied += static_cast<std::int64_t>(m);
+      rules_.applied(w);
+    } else {
+      auto& weights = writable();
+      std::int64_t const update = ++slots_.updates;
+      std::size_t at = 2;
+      for (auto const& p : pieces_) {
+        auto const g = floats(frames[at++], scratch);
+        optimizer_.apply(ctx, std::span<float>(weights), g, slots_, p.offset, 1.0f, update);
+      }
+      ++counters_.global_step;
+      ++counters_.applied;
+      rules_.applied(w);
+      update_loss_ = h.loss;
+      waiting_.push_back(Waiting{std::move(frames[0]), w, Op::push, h.tag});
+    }
+    release();
+  }
+
+  void pull(std::vector<zmq::message_t>& frames, Header const& h) {
+    check_payload(frames, h, 0);
+    waiting_.push_back(Waiting{std::move(frames[0]), h.worker, Op::pull, h.tag});
+    release();
+  }
+
+  void snapshot(std::vector<zmq::message_t>& frames, Header const& h) {
+    check_payload(frames, h, 0);
+    auto out = weights_frames();
+    for (auto const& slot : slots_.slots) {
+      for (auto const& p : pieces_) {
+        auto const n = p.end - p.begin;
+        out.emplace_back(slot.data() + p.offset, n * sizeof(float));  // copied: slots change
+      }
+    }
+    reply(frames[0], h, Status::ok, std::move(out));
+  }
+
+  void bye(std::vector<zmq::message_t>& frames, Header const& h) {
+    if (std::find(goodbyes_.begin(), goodbyes_.end(), h.worker) == goodbyes_.end()) {
+      goodbyes_.push_back(h.worker);
+      rules_.retire(h.worker);
+    }
+    reply(frames[0], h, Status::ok, {});
+    release();
+  }
+
+  // Answers every waiting request the rules now allow.
+  void release() {
+    for (std::size_t i = 0; i < waiting_.size();) {
+      auto& wait = waiting_[i];
+      bool ready = initialized_;
+      if (ready && wait.op == Op::push) {
+        if (rules_.accumulates()) {
+          ready = rules_.open_step() != wait.tag;  // its step was applied
+        } else {
+          ready = rules_.may_start(wait.worker);  // bounded staleness holds a leader back
+        }
+      }
+      if (!ready) {
+        ++i;
+        continue;
+      }
+      if constexpr (requires { rules_.lead(wait.worker); }) {
+        if (wait.op == Op::push) largest_lead_ = std::max(largest_lead_, rules_.lead(wait.worker));
+      }
+      Header h;
+      h.op = wait.op;
+      h.worker = wait.worker;
+      reply(wait.peer, h, Status::ok, weights_frames());
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+  }
+
+  void check_payload(std::vector<zmq::message_t> const& frames, Header const& h,
+                     std::size_t arrays) const {
+    if (frames.size() - 2 != arrays * pieces_.size()) {
+      throw ProtocolError("convoy: a " + describe(h.op) + " to " + name() + " carries " +
+                          std::to_string(frames.size() - 2) + " payload frames, expected " +
+                          std::to_string(arrays * pieces_.size()));
+    }
+    std::size_t at = 2;
+    for (std::size_t a = 0; a < arrays; ++a) {
+      for (auto const& p : pieces_) {
+        check_floats(frames[at++], p.end - p.begin,
+                     "the payload of '" + p.variable + "' in a " + describe(h.op) + " to " + name());
+      }
+    }
+  }
+
+  void write_weights(std::vector<zmq::message_t> const& frames, std::size_t at,
+                     std::vector<float>& scratch) {
+    auto& weights = writable();
+    for (auto const& p : pieces_) {
+      auto const src = floats(frames[at++], scratch);
+      std::copy(src.begin(), src.end(), weights.begin() + static_cast<std::ptrdiff_t>(p.offset));
+    }
+  }
+
+  // The weights, for writing: the current buffer when no send holds it, else a copy of it in a
+  // buffer no send holds (one copy, only when ZeroMQ has not finished sending the last answer).
+  convoy::detail::AlignedVector<float>& writable() {
+    if (current_->lent.load(std::memory_order_acquire) == 0) return current_->data;
+    std::shared_ptr<LentBuffer> spare;
+    for (auto& b : spares_) {
+      if (b->lent.load(std::memory_order_acquire) == 0) {
+        spare = b;
+        break;
+      }
+    }
+    if (!spare) {
+      spare = std::make_shared<LentBuffer>();
+      spares_.push_back(spare);
+    }
+    spare->data.assign(current_->data.begin(), current_->data.end());
+    std::swap(current_, spare);
+    // `spare` now holds the old buffer: it stays in spares_ (or joins it) until its sends finish.
+    if (std::find(spares_.begin(), spares_.end(), spare) == spares_.end()) spares_.push_back(spare);
+    spares_.erase(std::remove(spares_.begin(), spares_.end(), current_), spares_.end());
+    return current_->data;
+  }
+
+  // One frame per piece lending the current weights to ZeroMQ; each frame holds the buffer until
+  // ZeroMQ has sent it.
+  std::vector<zmq::message_t> weights_frames() {
+    std::vector<zmq::message_t> out;
+    out.reserve(pieces_.size());
+    for (auto const& p : pieces_) {
+      auto* hold = new std::shared_ptr<LentBuffer>(current_);
+      current_->lent.fetch_add(1, std::memory_order_relaxed);
+      out.push_back(lend(std::span<float const>(current_->data).subspan(p.offset, p.end - p.begin),
+                         &give_back, hold));
+    }
+    return out;
+  }
+  static void give_back(void*, void* hint) {
+    auto* hold = static_cast<std::shared_ptr<LentBuffer>*>(hint);
+    (*hold)->lent.fetch_sub(1, std::memory_order_release);
+    delete hold;
+  }
+
+  void reply(zmq::message_t& peer, Header const& request, Status status,
+             std::vector<zmq::message_t> payload) {
+    Header h;
+    h.op = request.op;
+    h.status = status;
+    h.worker = request.worker;
+    h.shard = static_cast<std::uint32_t>(options_.index);
+    h.tag = rules_.open_step();
+    h.fingerprint = fingerprint_;
+    h.frames = static_cast<std::uint32_t>(payload.size());
+    h.loss = update_loss_;
+    h.global_step = counters_.global_step;
+    h.applied = counters_.applied;
+    h.dropped = counters_.dropped;
+    h.optimizer_updates = slots_.updates;
+    h.initialized = initialized_ ? 1 : 0;
+    h.local = counters_.local_steps;
+    send(peer, h, std::move(payload));
+  }
+  void reply_error(zmq::message_t& peer, Header const& request, std::string const& why) {
+    Header h;
+    h.op = request.op;
+    h.status = Status::error;
+    h.worker = request.worker;
+    h.shard = static_cast<std::uint32_t>(options_.index);
+    h.text = why;
+    send(peer, h, {});
+  }
+  void send(zmq::message_t& peer, Header const& h, std::vector<zmq::message_t> payload) {
+    try {
+      socket_->send(peer, zmq::send_flags::sndmore);
+      socket_->send(encode(h), payload.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+      for (std::size_t i = 0; i < payload.size(); ++i) {
+        socket_->send(payload[i], i + 1 == payload.size() ? zmq::send_flags::none
+                                                          : zmq::send_flags::sndmore);
+      }
+    } catch (zmq::error_t const& e) {
+      // The worker went away (EHOSTUNREACH): it has nobody to answer; its peers carry on.
+      if (options_.log) {
+        *options_.log << "convoy: " << name() << " could not answer worker " << h.worker << ": "
+                      << e.what() << std::endl;
+      }
+    }
+  }
+
+  Options options_;
+  optim::Optimizer optimizer_;
+  Sync sync_;
+  std::uint64_t fingerprint_;
+  std::vector<place::Piece> pieces_;
+  std::size_t elements_ = 0;
+  std::shared_ptr<LentBuffer> current_;
+  std::vector<std::shared_ptr<LentBuffer>> spares_;
+  optim::OptimizerState slots_;
+  Counters counters_;
+  Rules rules_;
+  convoy::detail::AlignedVector<float> sum_;
+  float loss_sum_ = 0.0f;
+  float update_loss_ = 0.0f;
+  bool initialized_ = false;
+  std::vector<Waiting> waiting_;
+  std::vector<std::size_t> goodbyes_;
+  std::int64_t malformed_ = 0;
+  std::int64_t largest_lead_ = 0;  ///< bounded staleness: the most clocks a released worker led by
+  zmq::socket_t* socket_ = nullptr;
+};
+
+}  // namespace convoy::comm::zmq_ps

@@ -1,0 +1,313 @@
+// Parameter-server clusters of real processes on loopback. The test program starts itself once per
+// task ("--task <scenario> <dir>"), each with its TF_CONFIG, exactly as tools/convoy-launch does;
+// every task writes what it saw into <dir>, and the test reads it back. Every cluster is bounded in
+// time: a task still running after its deadline is killed and the test fails.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <convoy/comm/zmq_ps.hpp>
+#include <convoy/convoy.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "synthetic.hpp"
+#include "temp_dir.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace convoy;
+
+constexpr std::int64_t steps = 30;
+constexpr std::size_t batch_size = 48;
+
+io::Dataset data() { return testing::synthetic_classes(480, 12, 3); }
+nn::Mlp make_model() { return nn::Mlp({12, 16, 3}); }
+optim::Optimizer optimizer() { return optim::Adam{0.01f}; }
+
+// ---- the tasks ------------------------------------------------------------------------------
+
+// A worker slowed on purpose (scenario "<name>:slow=<rank>:<ms>").
+struct SlowMlp {
+  nn::Mlp mlp = make_model();
+  int sleep_ms = 0;
+  Variables& variables() { return mlp.variables(); }
+  float forward_backward(Batch const& batch) {
+    if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+    return mlp.forward_backward(batch);
+  }
+  Metrics evaluate(Batch const& batch) { return mlp.evaluate(batch); }
+};
+
+template <class Sync>
+int run_task(Sync sync, std::filesystem::path const& dir, int slow_rank, int slow_ms) {
+  using S = Strategy<SlowMlp, place::Sharded<>, comm::ZmqPs, Sync>;
+  auto const cluster = Cluster::from_environment();
+  SlowMlp m;
+  if (cluster.worker_rank() == slow_rank) m.sleep_ms = slow_ms;
+  Trainer<S> trainer{S{m, {}, comm::ZmqPs{.connect_timeout = std::chrono::seconds(20)}, sync},
+                     optimizer()};
+  auto const train = data();
+  std::ofstream losses(dir / ("losses-" + cluster.job + std::to_string(cluster.index) + ".txt"));
+  auto const result = trainer.fit(
+      train, {.steps = steps,
+              .batch_size = batch_size,
+              .log_every = 10,
+              .callbacks = {[&](StepReport const& r) {
+                losses << r.global_step << " " << r.local_step << " " << r.loss << "\n";
+                return true;
+              }}});
+  auto const& c = trainer.strategy().counters();
+  std::ofstream out(dir / ("result-" + cluster.job + std::to_string(cluster.index) + ".txt"));
+  out << c.global_step << " " << c.applied << " " << c.dropped << " " << c.batches() << "\n";
+  if (!cluster.is_ps()) {
+    auto const w = trainer.strategy().weights();
+    for (float v : w) out << v << " ";
+    out << "\n" << trainer.evaluate(train).accuracy() << "\n";
+  }
+  (void)result;
+  return 0;
+}
+
+int task(std::string const& scenario, std::filesystem::path const& dir) {
+  int slow_rank = -1, slow_ms = 0;
+  if (auto at = scenario.find(":slow="); at != std::string::npos) {
+    std::sscanf(scenario.c_str() + at, ":slow=%d:%d", &slow_rank, &slow_ms);
+  }
+  auto const name = scenario.substr(0, scenario.find(':'));
+  std::chrono::milliseconds const timeout{30000};
+  if (name == "sync") return run_task(sync::Synchronous{.timeout = timeout}, dir, slow_rank, slow_ms);
+  if (name == "2of3") {
+    return run_task(sync::Synchronous{.replicas_to_aggregate = 2, .timeout = timeout}, dir,
+                    slow_rank, slow_ms);
+  }
+  if (name == "async") return run_task(sync::Asynchronous{.timeout = timeout}, dir, slow_rank, slow_ms);
+  if (name == "ssp1") {
+    return run_task(sync::BoundedStaleness<1>{.timeout = timeout}, dir, slow_rank, slow_ms);
+  }
+  std::cerr << "unknown scenario " << scenario << "\n";
+  return 2;
+}
+
+// ---- the test's side ------------------------------------------------------------------------
+
+std::string program;
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct Task {
+  std::string job;
+  int index;
+  pid_t pid = -1;
+  int status = -1;
+};
+
+// Starts `ps` ps tasks and `workers` workers of `scenario`; waits at most `limit` for all of them.
+// Returns the tasks with their exit statuses (a task killed at the deadline has status -1).
+std::vector<Task> run_cluster(std::string const& scenario, std::filesystem::path const& dir,
+                              int ps, int workers, std::chrono::seconds limit = std::chrono::seconds(120)) {
+  auto list = [&](int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += std::string(i ? "," : "") + "\"127.0.0.1:" + std::to_string(free_port()) + "\"";
+    return out;
+  };
+  std::string const spec = "{\"ps\": [" + list(ps) + "], \"worker\": [" + list(workers) + "]}";
+  std::vector<Task> tasks;
+  for (int i = 0; i < ps; ++i) tasks.push_back({"ps", i});
+  for (int i = 0; i < workers; ++i) tasks.push_back({"worker", i});
+  for (auto& t : tasks) {
+    std::string const config = "TF_CONFIG={\"cluster\": " + spec + ", \"task\": {\"type\": \"" +
+                               t.job + "\", \"index\": " + std::to_string(t.index) + "}}";
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      if (std::string_view(*e).starts_with("TF_CONFIG=")) continue;
+      env.emplace_back(*e);
+    }
+    env.push_back(config);
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string const log = (dir / (t.job + std::to_string(t.index) + ".log")).string();
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    std::string arg_task = "--task", arg_scenario = scenario, arg_dir = dir.string();
+    char* argv[] = {program.data(), arg_task.data(), arg_scenario.data(), arg_dir.data(), nullptr};
+    REQUIRE(posix_spawn(&t.pid, program.c_str(), &actions, nullptr, argv, envp.data()) == 0);
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  auto const deadline = std::chrono::steady_clock::now() + limit;
+  std::size_t left = tasks.size();
+  while (left > 0 && std::chrono::steady_clock::now() < deadline) {
+    for (auto& t : tasks) {
+      if (t.pid < 0) continue;
+      int status = 0;
+      if (::waitpid(t.pid, &status, WNOHANG) == t.pid) {
+        t.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        t.pid = -1;
+        --left;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (auto& t : tasks) {
+    if (t.pid > 0) {
+      ::kill(t.pid, SIGKILL);
+      ::waitpid(t.pid, nullptr, 0);
+    }
+  }
+  for (auto const& t : tasks) {
+    if (t.status != 0) {
+      std::ifstream in(dir / (t.job + std::to_string(t.index) + ".log"));
+      std::cout << "---- " << t.job << ":" << t.index << " (status " << t.status << ")\n"
+                << in.rdbuf() << "\n";
+    }
+    CHECK_MESSAGE(t.status == 0, t.job << ":" << t.index << " ended with status " << t.status);
+  }
+  return tasks;
+}
+
+struct Result {
+  std::int64_t global_step = 0, applied = 0, dropped = 0, batches = 0;
+  std::vector<float> weights;
+  double accuracy = 0.0;
+};
+Result read_result(std::filesystem::path const& file) {
+  Result r;
+  std::ifstream in(file);
+  REQUIRE_MESSAGE(in.good(), "no " << file);
+  in >> r.global_step >> r.applied >> r.dropped >> r.batches;
+  std::string line;
+  std::getline(in, line);
+  if (std::getline(in, line)) {
+    std::istringstream w(line);
+    for (float v; w >> v;) r.weights.push_back(v);
+    in >> r.accuracy;
+  }
+  return r;
+}
+std::vector<float> read_losses(std::filesystem::path const& file) {
+  std::vector<float> out;
+  std::ifstream in(file);
+  std::int64_t global = 0, local = 0;
+  for (float loss; in >> global >> local >> loss;) out.push_back(loss);
+  return out;
+}
+std::string read_text(std::filesystem::path const& file) {
+  std::ifstream in(file);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("synchronous PS with 2 workers on 1 and 2 shards matches Mirrored step by step") {
+  // The reference: in-process Mirrored, 2 replicas, the same data order and optimizer.
+  using Reference = Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous>;
+  Trainer<Reference> mirrored{Reference{make_model(), place::Mirrored{.replicas = 2}}, optimizer()};
+  std::vector<float> expected;
+  auto const train = data();
+  mirrored.fit(train, {.steps = steps,
+                       .batch_size = batch_size,
+                       .log = nullptr,
+                       .callbacks = {[&](StepReport const& r) {
+                         expected.push_back(r.loss);
+                         return true;
+                       }}});
+  auto const expected_weights = mirrored.strategy().weights();
+
+  for (int shards : {1, 2}) {
+    CAPTURE(shards);
+    testing::TempDir dir("ps-sync");
+    run_cluster("sync", dir.path, shards, 2);
+    for (int w = 0; w < 2; ++w) {
+      auto const losses = read_losses(dir / ("losses-worker" + std::to_string(w) + ".txt"));
+      REQUIRE(losses.size() == expected.size());
+      for (std::size_t i = 0; i < losses.size(); ++i) {
+        CHECK(losses[i] == doctest::Approx(expected[i]).epsilon(1e-4));
+      }
+    }
+    auto const chief = read_result(dir / "result-worker0.txt");
+    CHECK(chief.global_step == steps);
+    REQUIRE(chief.weights.size() == expected_weights.size());
+    for (std::size_t i = 0; i < chief.weights.size(); ++i) {
+      CHECK(chief.weights[i] == doctest::Approx(expected_weights[i]).epsilon(1e-3));
+    }
+    auto const ps0 = read_result(dir / "result-ps0.txt");
+    CHECK(ps0.global_step == steps);
+    CHECK(ps0.applied == 2 * steps);
+    CHECK(ps0.dropped == 0);
+  }
+}
+
+TEST_CASE("asynchronous PS converges and its global step is the sum of the workers' steps") {
+  testing::TempDir dir("ps-async");
+  run_cluster("async", dir.path, 1, 2);
+  auto const ps0 = read_result(dir / "result-ps0.txt");
+  CHECK(ps0.global_step >= steps);
+  CHECK(ps0.global_step == ps0.batches);  // every worker's every step, summed
+  CHECK(ps0.applied == ps0.global_step);
+  auto const chief = read_result(dir / "result-worker0.txt");
+  CHECK(chief.accuracy > 0.8);
+}
+
+TEST_CASE("bounded staleness at the shard: a fast worker never leads a slow one by more than S") {
+  testing::TempDir dir("ps-ssp");
+  run_cluster("ssp1:slow=1:15", dir.path, 1, 2);
+  auto const log = read_text(dir / "ps0.log");
+  auto const at = log.find("largest lead granted ");
+  REQUIRE_MESSAGE(at != std::string::npos, log);
+  int lead = -1;
+  std::sscanf(log.c_str() + at, "largest lead granted %d", &lead);
+  CHECK(lead == 1);  // reached, never exceeded
+}
+
+TEST_CASE("2 of 3 synchronous workers: a slow worker does not hold the others, its drops count") {
+  testing::TempDir dir("ps-2of3");
+  run_cluster("2of3:slow=2:40", dir.path, 1, 3);
+  auto const ps0 = read_result(dir / "result-ps0.txt");
+  CHECK(ps0.global_step >= steps);
+  CHECK(ps0.applied == 2 * ps0.global_step);
+  CHECK(ps0.dropped > 0);
+}
+
+int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--task") {
+    try {
+      return task(argv[2], argv[3]);
+    } catch (std::exception const& e) {
+      std::cerr << "task failed: " << e.what() << std::endl;
+      return 1;
+    }
+  }
+  program = argv[0];
+  doctest::Context context(argc, argv);
+  return context.run();
+}
