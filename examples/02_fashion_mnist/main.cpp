@@ -18,6 +18,7 @@
 //         status 2; an error while training, with status 1.
 #include <algorithm>
 #include <charconv>
+#include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
 #include <cstdint>
 #include <cstdlib>
@@ -42,9 +43,9 @@ using examples::UsageError;
 using Stalenesses = std::integer_sequence<int, 0, 1, 2, 3, 4, 8>;
 
 struct StrategyChoice {
-  enum class Kind { mirrored, central, async, ssp, sync };
+  enum class Kind { mirrored, central, async, ssp, sync, ps_sync, ps_async, ps_ssp };
   Kind kind = Kind::mirrored;
-  int n = 0;  // S for ssp:S, M for sync:M
+  int n = 0;  // S for ssp:S and ps-ssp:S, M for sync:M and ps-sync:M (0: every worker)
   std::string text = "mirrored";
 };
 
@@ -91,6 +92,11 @@ constexpr std::string_view usage = R"(usage: fashion_mnist [options]
                           ssp:S     place::Mirrored, sync::BoundedStaleness<S>, S in 0,1,2,3,4,8
                           sync:M    place::Mirrored, sync::Synchronous{.replicas_to_aggregate = M}:
                                     each step applies the first M gradients (M in 1..replicas)
+                        a parameter-server cluster (place::Sharded<GreedyBySize>, comm::ZmqPs);
+                        start every task under tools/convoy-launch, TF_CONFIG or a launcher:
+                          ps-sync   sync::Synchronous; ps-sync:M aggregates the first M workers'
+                          ps-async  sync::Asynchronous
+                          ps-ssp:S  sync::BoundedStaleness<S>, S in 0,1,2,3,4,8
   --hidden N[,N...]     hidden layer widths, each 1..65536          (default 500)
   --batch N             global batch, split evenly over the replicas (default 200)
   --replicas N          replicas, one thread each, 0..256; 0: one per core, lowered to the
@@ -135,17 +141,21 @@ StrategyChoice parse_strategy(std::string_view text) {
     choice.kind = Kind::central;
   } else if (text == "async") {
     choice.kind = Kind::async;
-  } else if (text.starts_with("ssp:")) {
-    choice.kind = Kind::ssp;
+  } else if (text == "ps-sync") {
+    choice.kind = Kind::ps_sync;
+  } else if (text == "ps-async") {
+    choice.kind = Kind::ps_async;
+  } else if (text.starts_with("ssp:") || text.starts_with("ps-ssp:")) {
+    choice.kind = text.starts_with("ssp:") ? Kind::ssp : Kind::ps_ssp;
     std::string const allowed = "S must be one of " + listed(Stalenesses{});
-    auto const digits = text.substr(4);
+    auto const digits = text.substr(text.find(':') + 1);
     std::from_chars(digits.data(), digits.data() + digits.size(), choice.n);
     // S written exactly as listed: "ssp:02" and "ssp:2x" are refused like "ssp:99".
     bool const known = digits == std::to_string(choice.n) && is_listed(choice.n, Stalenesses{});
     if (!known) bad_value("--strategy", text, allowed);
-  } else if (text.starts_with("sync:")) {
-    choice.kind = Kind::sync;
-    std::string_view const m = text.substr(5);
+  } else if (text.starts_with("sync:") || text.starts_with("ps-sync:")) {
+    choice.kind = text.starts_with("sync:") ? Kind::sync : Kind::ps_sync;
+    std::string_view const m = text.substr(text.find(':') + 1);
     std::string const expected = "M must be a whole number from 1 to the replica count";
     try {
       choice.n = parse_integer<int>("--strategy", m, 1, std::numeric_limits<int>::max(), expected);
@@ -153,7 +163,9 @@ StrategyChoice parse_strategy(std::string_view text) {
       bad_value("--strategy", text, expected);
     }
   } else {
-    bad_value("--strategy", text, "expected mirrored, central, async, ssp:S or sync:M");
+    bad_value("--strategy", text,
+              "expected mirrored, central, async, ssp:S, sync:M, ps-sync, ps-sync:M, ps-async or "
+              "ps-ssp:S");
   }
   return choice;
 }
@@ -336,6 +348,10 @@ int train(Options const& o, convoy::Trainer<Strategy>& trainer, Data const& data
             << " replica(s), batch " << o.batch << ", strategy " << o.strategy.text << " ("
             << Placement::name << ", " << Strategy::comm_type::name << ", " << Sync::name << ")\n";
 
+  if (trainer.strategy().serves()) {  // a parameter server: serve until every worker is done
+    trainer.fit(data.train, {.steps = o.steps, .epochs = o.epochs, .batch_size = o.batch});
+    return 0;
+  }
   auto const result = trainer.fit(data.train, {.steps = o.steps,
                                                .epochs = o.epochs,
                                                .batch_size = o.batch,
@@ -344,7 +360,7 @@ int train(Options const& o, convoy::Trainer<Strategy>& trainer, Data const& data
                                                .checkpoint_dir = o.checkpoint_dir,
                                                .checkpoint_every = o.checkpoint_every});
   auto const metrics = trainer.evaluate(data.test);
-  if (!o.save_weights.empty()) {
+  if (!o.save_weights.empty() && trainer.strategy().chief()) {
     trainer.save_weights(o.save_weights);
     std::cout << "weights saved to " << o.save_weights << "\n";
   }
@@ -413,6 +429,37 @@ int train_bounded(Options const& o, std::vector<std::size_t> const& sizes,
   return status;
 }
 
+// --strategy ps-*: the same model over a parameter-server cluster; only the type line differs.
+template <class Sync>
+int train_ps(Options const& o, std::vector<std::size_t> const& sizes, Sync sync = {}) {
+  using Strategy = convoy::Strategy<convoy::nn::Mlp, convoy::place::Sharded<>,
+                                    convoy::comm::ZmqPs, Sync>;
+  auto build = [&] {
+    try {
+      return Strategy{convoy::nn::Mlp{sizes}, {.log_placement = o.log_placement}, {}, sync};
+    } catch (convoy::ClusterError const&) {
+      throw;
+    } catch (convoy::Error const& e) {
+      bad_value("--strategy", o.strategy.text, e.what());
+    }
+  };
+  convoy::Trainer<Strategy> trainer{build(), make_optimizer(o)};
+  return train(o, trainer, load(o));
+}
+
+template <int... S>
+int train_ps_bounded(Options const& o, std::vector<std::size_t> const& sizes,
+                     std::integer_sequence<int, S...>) {
+  int status = 2;
+  auto train_if = [&]<int Staleness>() {
+    if (o.strategy.n != Staleness) return false;
+    status = train_ps<convoy::sync::BoundedStaleness<Staleness>>(o, sizes);
+    return true;
+  };
+  static_cast<void>((train_if.template operator()<S>() || ...));
+  return status;
+}
+
 // --strategy NAME to its type.
 int dispatch(Options const& o, std::vector<std::size_t> const& sizes) {
   namespace place = convoy::place;
@@ -430,6 +477,12 @@ int dispatch(Options const& o, std::vector<std::size_t> const& sizes) {
           o, sizes, sync::Synchronous{.replicas_to_aggregate = o.strategy.n});
     case Kind::ssp:
       return train_bounded(o, sizes, Stalenesses{});
+    case Kind::ps_sync:
+      return train_ps(o, sizes, sync::Synchronous{.replicas_to_aggregate = o.strategy.n});
+    case Kind::ps_async:
+      return train_ps<sync::Asynchronous>(o, sizes);
+    case Kind::ps_ssp:
+      return train_ps_bounded(o, sizes, Stalenesses{});
   }
   return 2;
 }
