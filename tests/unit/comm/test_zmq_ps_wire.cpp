@@ -1,0 +1,226 @@
+// The parameter server's wire format and a shard facing bad peers: headers round-trip; a frame
+// that is not convoy's, of another protocol version, truncated anywhere or claiming huge sizes is
+// refused with a ProtocolError and never crashes; a live shard answers such messages with an error,
+// counts them and keeps serving the others.
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <convoy/comm/zmq_ps.hpp>
+#include <convoy/convoy.hpp>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq_addon.hpp>
+
+using namespace convoy;
+using namespace convoy::comm::zmq_ps;
+namespace wire = convoy::comm::zmq_ps;
+
+namespace {
+
+Header sample() {
+  Header h;
+  h.op = Op::push;
+  h.status = Status::dropped;
+  h.worker = 3;
+  h.shard = 1;
+  h.tag = 42;
+  h.fingerprint = 0xfeedface;
+  h.frames = 4;
+  h.loss = 0.5f;
+  h.seconds = 0.25;
+  h.global_step = 7;
+  h.applied = 14;
+  h.dropped = 1;
+  h.optimizer_updates = 7;
+  h.initialized = 1;
+  h.local = {3, 4, 5, 6};
+  h.text = "Adam";
+  return h;
+}
+
+zmq::message_t bytes(std::string const& s) { return zmq::message_t(s.data(), s.size()); }
+std::string as_string(zmq::message_t const& m) { return {static_cast<char const*>(m.data()), m.size()}; }
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+TEST_CASE("a header survives encoding and decoding") {
+  auto const h = sample();
+  auto const back = wire::decode(encode(h), "test");
+  CHECK(back.op == h.op);
+  CHECK(back.status == h.status);
+  CHECK(back.worker == 3);
+  CHECK(back.tag == 42);
+  CHECK(back.fingerprint == h.fingerprint);
+  CHECK(back.loss == 0.5f);
+  CHECK(back.local == h.local);
+  CHECK(back.text == "Adam");
+}
+
+TEST_CASE("decode refuses what is not convoy's protocol, naming the peer") {
+  CHECK_THROWS_WITH_AS(wire::decode(bytes("GET / HTTP/1.1\r\n"), "ps:0"),
+                       doctest::Contains("ps:0 sent a message that is not convoy's protocol"),
+                       ProtocolError);
+  CHECK_THROWS_AS(wire::decode(bytes(""), "ps:0"), ProtocolError);
+  CHECK_THROWS_WITH_AS(wire::decode(zmq::message_t(max_header_bytes + 1), "worker 1"),
+                       doctest::Contains("larger than the 65536 bytes allowed"), ProtocolError);
+}
+
+TEST_CASE("a peer of another protocol version is refused with both versions named") {
+  auto frame = encode(sample());
+  std::uint32_t other = protocol_version + 1;
+  std::memcpy(static_cast<char*>(frame.data()) + 4, &other, 4);
+  CHECK_THROWS_WITH_AS(wire::decode(frame, "worker 2"),
+                       doctest::Contains(("worker 2 speaks protocol version " +
+                                          std::to_string(other) + " and this process version " +
+                                          std::to_string(protocol_version))
+                                             .c_str()),
+                       ProtocolError);
+}
+
+TEST_CASE("every truncation of a valid header is refused, never read past its end") {
+  auto const whole = as_string(encode(sample()));
+  for (std::size_t n = 0; n < whole.size(); ++n) {
+    CAPTURE(n);
+    CHECK_THROWS_AS(wire::decode(bytes(whole.substr(0, n)), "peer"), ProtocolError);
+  }
+}
+
+TEST_CASE("a header claiming a huge list or text is refused before anything is allocated") {
+  Header h = sample();
+  h.local.clear();
+  h.text.clear();
+  auto const base = as_string(encode(h));
+  // The list's size is the 8 bytes before the text's size (both empty here): claim 2^60 entries.
+  for (std::size_t from_end : {16u, 8u}) {
+    auto forged = base;
+    std::uint64_t const huge = std::uint64_t{1} << 60;
+    std::memcpy(forged.data() + forged.size() - from_end, &huge, 8);
+    CHECK_THROWS_AS(wire::decode(bytes(forged), "peer"), ProtocolError);
+  }
+  // An unknown operation.
+  auto forged = as_string(encode(sample()));
+  forged[8] = 99;
+  CHECK_THROWS_WITH_AS(wire::decode(bytes(forged), "peer"), doctest::Contains("unknown operation"),
+                       ProtocolError);
+}
+
+TEST_CASE("a shard answers malformed messages with an error, counts them and keeps serving") {
+  nn::Mlp model({6, 4, 3});
+  auto const map = place::GreedyBySize{}.assign(model.variables(), 1);
+  auto const pieces = map.pieces_of(0);
+  optim::Optimizer const optimizer = optim::Sgd{0.1f};
+  std::string const endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
+  std::ostringstream log;
+  Shard<sync::Asynchronous> shard(pieces, optimizer, sync::Asynchronous{.timeout = std::chrono::seconds(20)},
+                                  {.index = 0, .shards = 1, .workers = 1, .endpoint = endpoint, .log = &log});
+  std::thread server([&] { shard.serve(); });
+
+  zmq::context_t context(1);
+  zmq::socket_t peer(context, zmq::socket_type::dealer);
+  peer.set(zmq::sockopt::linger, 0);
+  peer.set(zmq::sockopt::rcvtimeo, 10000);
+  peer.connect(endpoint);
+  auto ask = [&](std::vector<zmq::message_t> frames) {
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      peer.send(frames[i], i + 1 == frames.size() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+    }
+    std::vector<zmq::message_t> reply;
+    REQUIRE(zmq::recv_multipart(peer, std::back_inserter(reply)));
+    REQUIRE(!reply.empty());
+    return wire::decode(reply[0], "the shard");
+  };
+  auto const fp = fingerprint(pieces, optimizer.name(), 1, 1);
+
+  std::vector<zmq::message_t> garbage;
+  garbage.push_back(bytes("not a header"));
+  auto h = ask(std::move(garbage));
+  CHECK(h.status == Status::error);
+  CHECK(h.text.find("not convoy's protocol") != std::string::npos);
+
+  Header wrong = sample();
+  wrong.op = Op::push;
+  wrong.worker = 5;  // the shard has 1 worker
+  wrong.frames = 0;
+  std::vector<zmq::message_t> frames;
+  frames.push_back(encode(wrong));
+  h = ask(std::move(frames));
+  CHECK(h.status == Status::error);
+  CHECK(h.text.find("names worker 5") != std::string::npos);
+
+  Header push;
+  push.op = Op::push;
+  push.fingerprint = fp;
+  push.frames = 1;
+  frames.clear();
+  frames.push_back(encode(push));
+  frames.push_back(bytes("abc"));  // one frame where there are pieces.size(), of the wrong size
+  h = ask(std::move(frames));
+  CHECK(h.status == Status::error);
+
+  Header hello;
+  hello.op = Op::hello;
+  hello.fingerprint = fp + 1;
+  hello.text = "Sgd";
+  frames.clear();
+  frames.push_back(encode(hello));
+  h = ask(std::move(frames));
+  CHECK(h.status == Status::error);
+  CHECK(h.text.find("disagree") != std::string::npos);
+
+  hello.fingerprint = fp;
+  frames.clear();
+  frames.push_back(encode(hello));
+  h = ask(std::move(frames));
+  CHECK(h.status == Status::ok);  // still serving
+  CHECK(h.initialized == 0);
+
+  Header bye;
+  bye.op = Op::bye;
+  frames.clear();
+  frames.push_back(encode(bye));
+  h = ask(std::move(frames));
+  CHECK(h.status == Status::ok);
+  server.join();
+  CHECK(shard.malformed() == 3);
+  CHECK(log.str().find("3 malformed messages") != std::string::npos);
+}
+
+TEST_CASE("a worker whose parameter server never comes stops after its connect timeout, naming it") {
+  using S = Strategy<nn::Mlp, place::Sharded<>, comm::ZmqPs, sync::Synchronous>;
+  Cluster cluster;
+  cluster.jobs["ps"] = {"127.0.0.1:" + std::to_string(free_port())};
+  cluster.jobs["worker"] = {"127.0.0.1:" + std::to_string(free_port())};
+  cluster.job = "worker";
+  cluster.index = 0;
+  cluster.source = "arguments";
+  std::ostringstream log;
+  S strategy{nn::Mlp({6, 4, 3}), {},
+             comm::ZmqPs{.cluster = cluster, .connect_timeout = std::chrono::milliseconds(2500), .log = &log},
+             {}};
+  RunPlan plan;
+  plan.until = 1;
+  plan.batch = [](std::size_t, std::int64_t) -> Batch { return {}; };
+  auto const start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(strategy.run(plan),
+                       doctest::Contains(("ps:0 at " + cluster.jobs["ps"][0]).c_str()), TimeoutError);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  CHECK(log.str().find("waiting for ps:0") != std::string::npos);  // the log named the peer
+}
