@@ -53,8 +53,17 @@ struct SlowMlp {
   Metrics evaluate(Batch const& batch) { return mlp.evaluate(batch); }
 };
 
+// Scenario flags after the policy's name: ":slow=<rank>:<ms>", ":steps=<n>", ":ckpt" (checkpoints
+// every 10 steps into <dir>/ckpt, resuming from the latest).
+struct Flags {
+  int slow_rank = -1, slow_ms = 0;
+  std::int64_t run_steps = steps;
+  bool checkpoints = false;
+};
+
 template <class Sync>
-int run_task(Sync sync, std::filesystem::path const& dir, int slow_rank, int slow_ms) {
+int run_task(Sync sync, std::filesystem::path const& dir, Flags const& flags) {
+  int const slow_rank = flags.slow_rank, slow_ms = flags.slow_ms;
   using S = Strategy<SlowMlp, place::Sharded<>, comm::ZmqPs, Sync>;
   auto const cluster = Cluster::from_environment();
   SlowMlp m;
@@ -64,9 +73,11 @@ int run_task(Sync sync, std::filesystem::path const& dir, int slow_rank, int slo
   auto const train = data();
   std::ofstream losses(dir / ("losses-" + cluster.job + std::to_string(cluster.index) + ".txt"));
   auto const result = trainer.fit(
-      train, {.steps = steps,
+      train, {.steps = flags.run_steps,
               .batch_size = batch_size,
               .log_every = 10,
+              .checkpoint_dir = flags.checkpoints ? dir / "ckpt" : std::filesystem::path(),
+              .checkpoint_every = flags.checkpoints ? 10 : 0,
               .callbacks = {[&](StepReport const& r) {
                 losses << r.global_step << " " << r.local_step << " " << r.loss << "\n";
                 return true;
@@ -84,20 +95,24 @@ int run_task(Sync sync, std::filesystem::path const& dir, int slow_rank, int slo
 }
 
 int task(std::string const& scenario, std::filesystem::path const& dir) {
-  int slow_rank = -1, slow_ms = 0;
+  Flags flags;
   if (auto at = scenario.find(":slow="); at != std::string::npos) {
-    std::sscanf(scenario.c_str() + at, ":slow=%d:%d", &slow_rank, &slow_ms);
+    std::sscanf(scenario.c_str() + at, ":slow=%d:%d", &flags.slow_rank, &flags.slow_ms);
   }
+  if (auto at = scenario.find(":steps="); at != std::string::npos) {
+    flags.run_steps = std::atoll(scenario.c_str() + at + 7);
+  }
+  flags.checkpoints = scenario.find(":ckpt") != std::string::npos;
   auto const name = scenario.substr(0, scenario.find(':'));
   std::chrono::milliseconds const timeout{30000};
-  if (name == "sync") return run_task(sync::Synchronous{.timeout = timeout}, dir, slow_rank, slow_ms);
+  if (name == "sync") return run_task(sync::Synchronous{.timeout = timeout}, dir, flags);
   if (name == "2of3") {
     return run_task(sync::Synchronous{.replicas_to_aggregate = 2, .timeout = timeout}, dir,
-                    slow_rank, slow_ms);
+                    flags);
   }
-  if (name == "async") return run_task(sync::Asynchronous{.timeout = timeout}, dir, slow_rank, slow_ms);
+  if (name == "async") return run_task(sync::Asynchronous{.timeout = timeout}, dir, flags);
   if (name == "ssp1") {
-    return run_task(sync::BoundedStaleness<1>{.timeout = timeout}, dir, slow_rank, slow_ms);
+    return run_task(sync::BoundedStaleness<1>{.timeout = timeout}, dir, flags);
   }
   std::cerr << "unknown scenario " << scenario << "\n";
   return 2;
@@ -326,6 +341,29 @@ TEST_CASE("synchronous PS with 2 workers on 1 and 2 shards matches Mirrored step
     CHECK(ps0.applied == 2 * steps);
     CHECK(ps0.dropped == 0);
   }
+}
+
+TEST_CASE("a cluster checkpoint restores by name onto another number of shards and continues exactly") {
+  using Reference = Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous>;
+  Trainer<Reference> mirrored{Reference{make_model(), place::Mirrored{.replicas = 2}}, optimizer()};
+  auto const train = data();
+  mirrored.fit(train, {.steps = steps, .batch_size = batch_size, .log = nullptr});
+  auto const expected = mirrored.strategy().weights();
+
+  testing::TempDir dir("ps-checkpoint");
+  run_cluster("sync:steps=20:ckpt", dir.path, 1, 2);  // the chief checkpoints at 10 and 20
+  CHECK(std::filesystem::exists(dir / "ckpt"));
+  run_cluster("sync:ckpt", dir.path, 2, 2);  // resumes at 20 on two shards, on to 30
+  auto const log = read_text(dir / "worker0.log");
+  CHECK(log.find("resumed from") != std::string::npos);
+  auto const chief = read_result(dir / "result-worker0.txt");
+  CHECK(chief.global_step == steps);
+  REQUIRE(chief.weights.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    CHECK(chief.weights[i] == doctest::Approx(expected[i]).epsilon(1e-3));
+  }
+  auto const ps1 = read_result(dir / "result-ps1.txt");
+  CHECK(ps1.global_step == steps);
 }
 
 TEST_CASE("asynchronous PS converges and its global step is the sum of the workers' steps") {

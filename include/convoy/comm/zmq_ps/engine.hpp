@@ -255,7 +255,9 @@ class Engine {
             return frames;
           },
           sync_.timeout, "to restore a snapshot");
-      take_weights(replies);
+      std::copy(weights.begin(), weights.end(), model_->variables().weights().begin());
+      for (std::size_t s = 0; s < replies.size(); ++s) tags_[s] = replies[s].header.tag;
+      counters_ = counters_of(replies[0].header);
       pulled_ = true;
     }
 
