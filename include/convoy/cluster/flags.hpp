@@ -19,7 +19,7 @@ namespace convoy::resolvers {
 
 /// The flags from_flags() reads, without their dashes.
 inline std::vector<std::string> const& flag_names() {
-  static std::vector<std::string> const names{"job_name",    "task_index",   "ps_hosts",
+  static std::vector<std::string> const names{"job_name",     "task_index",  "ps_hosts",
                                               "worker_hosts", "chief_hosts", "evaluator_hosts"};
   return names;
 }
@@ -63,8 +63,7 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
       throw ClusterError("convoy: flag " + quoted(arg) + " has no value; write --" + name +
                          "=VALUE");
     }
-    if (value.empty())
-      throw ClusterError("convoy: flag " + quoted(arg) + " has an empty value");
+    if (value.empty()) throw ClusterError("convoy: flag " + quoted(arg) + " has an empty value");
     if (auto [it, fresh] = values.emplace(name, value); !fresh) {
       throw ClusterError("convoy: flag --" + name + " is given twice (" + quoted(it->second) +
                          " and " + quoted(value) + ")");
@@ -74,8 +73,9 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
 
   auto const job_name = values.find("job_name");
   if (job_name == values.end())
-    throw ClusterError("convoy: cluster flags are given but not --job_name (one of chief, "
-                       "worker, ps, evaluator)");
+    throw ClusterError(
+        "convoy: cluster flags are given but not --job_name (one of chief, "
+        "worker, ps, evaluator)");
   auto const& jobs = cluster_job_names();
   std::string const job = job_name->second;
   if (std::find(jobs.begin(), jobs.end(), job) == jobs.end()) {
@@ -101,8 +101,8 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
     while (true) {
       auto const comma = list.find(',', start);
       auto const item = list.substr(start, comma == list.npos ? list.npos : comma - start);
-      parse_address(item, flag + " entry " + std::to_string(addresses.size()) + " of " +
-                              quoted(list));
+      parse_address(item,
+                    flag + " entry " + std::to_string(addresses.size()) + " of " + quoted(list));
       addresses.emplace_back(item);
       if (comma == list.npos) break;
       start = comma + 1;
@@ -113,9 +113,8 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
   if (own == c.jobs.end())
     throw ClusterError("convoy: --job_name=" + job + " is given but not --" + job + "_hosts");
   if (static_cast<std::size_t>(c.index) >= own->second.size()) {
-    throw ClusterError("convoy: --task_index=" + quoted(task_index->second) + " is outside --" +
-                       job + "_hosts, which lists " + std::to_string(own->second.size()) +
-                       " host(s)");
+    throw ClusterError("convoy: --task_index=" + task_index->second + " is outside --" + job +
+                       "_hosts, which lists " + std::to_string(own->second.size()) + " host(s)");
   }
   if (c.jobs.count("worker") == 0 && c.jobs.count("chief") == 0)
     throw ClusterError("convoy: --job_name=" + job + " is given but not --worker_hosts");
