@@ -9,6 +9,7 @@
 #include <functional>
 #include <helpers.hpp>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,36 @@ TEST_CASE("a single process: no jobs, worker 0 of 1 and the chief") {
   CHECK(from_env({{"HOME", "/root"}, {"PATH", "/usr/bin"}}).single_process());
   CHECK_THROWS_AS(c.ps_address(0), convoy::Error);
   CHECK_THROWS_AS(c.worker_address(0), convoy::Error);
+}
+
+TEST_CASE("a program resolves its cluster once, from its command line and environment") {
+  std::vector<char const*> args{"trainer", "--steps=10"};
+  int const argc = static_cast<int>(args.size());
+  char const* const* argv = args.data();
+  std::ostringstream log;
+  // example-begin resolve
+  convoy::Cluster const cluster = convoy::Cluster::resolve(argc, argv);
+  log << cluster.describe() << "\n";
+  if (cluster.is_ps()) {
+    // serve variables until the workers are done
+  } else if (cluster.worker_rank() >= 0) {
+    // train as worker cluster.worker_rank() of cluster.worker_count()
+  }
+  // example-end resolve
+  CHECK(cluster.describe() == Cluster::resolve(argc, argv, Environment::process()).describe());
+  CHECK(log.str().starts_with("cluster from "));
+}
+
+TEST_CASE("a cluster built by hand is checked by validate()") {
+  // example-begin by-hand
+  convoy::Cluster cluster;  // source "arguments"
+  cluster.jobs = {{"worker", {"10.0.0.1:2222", "10.0.0.2:2222"}}, {"ps", {"10.0.0.3:2222"}}};
+  cluster.job = "worker";
+  cluster.index = 1;
+  cluster.validate();  // throws convoy::ClusterError naming what is wrong
+  // example-end by-hand
+  CHECK(cluster.worker_rank() == 1);
+  CHECK(cluster.ps_address(0) == "10.0.0.3:2222");
 }
 
 TEST_CASE("queries: ranks with and without a chief, ps and evaluator tasks") {
