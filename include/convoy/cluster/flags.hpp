@@ -31,7 +31,7 @@ inline std::vector<std::string> const& flag_names() {
 /// apply, --job_name, --task_index and the host list of the job named are required; the result
 /// is validated (source "flags").
 inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
-  using detail::quoted;
+  using convoy::detail::quoted;
   auto const& names = flag_names();
   std::map<std::string, std::string> values;
   for (int i = 1; i < argc; ++i) {
@@ -46,7 +46,8 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
       // A near miss: another spelling of ours ('-' for '_', other case) or a small typo.
       std::string normal = name;
       for (char& c : normal) c = c == '-' ? '_' : static_cast<char>(std::tolower(c));
-      auto const near = ours ? std::optional<std::string>(name) : detail::closest(normal, names);
+      auto const near =
+          ours ? std::optional<std::string>(name) : convoy::detail::closest(normal, names);
       if (near) {
         throw ClusterError("convoy: flag " + quoted(arg) + " is not a cluster flag; did you mean " +
                            quoted("--" + *near) + "?");
@@ -80,8 +81,8 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
   std::string const job = job_name->second;
   if (std::find(jobs.begin(), jobs.end(), job) == jobs.end()) {
     throw ClusterError("convoy: --job_name=" + quoted(job) + " is not a job" +
-                       detail::did_you_mean(job, jobs) + " (the jobs are " +
-                       detail::join(jobs, ", ") + ")");
+                       convoy::detail::did_you_mean(job, jobs) + " (the jobs are " +
+                       convoy::detail::join(jobs, ", ") + ")");
   }
   auto const task_index = values.find("task_index");
   if (task_index == values.end())
@@ -90,7 +91,7 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
   Cluster c;
   c.source = "flags";
   c.job = job;
-  c.index = detail::require_count(task_index->second, "--task_index");
+  c.index = convoy::detail::require_count(task_index->second, "--task_index");
   for (auto const& name : jobs) {
     auto const hosts = values.find(name + "_hosts");
     if (hosts == values.end()) continue;

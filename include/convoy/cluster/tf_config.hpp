@@ -99,7 +99,8 @@ inline Cluster parse_tf_config(std::string_view text) {
                        ", not an object with \"cluster\" and \"task\"");
   detail::check_unique_keys(doc, "the top level");
   std::vector<std::string> const top_keys{"cluster", "task"};
-  for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
+  json::Value const& top = doc;  // const iterators: RapidJSON's mixed != is ambiguous in C++20
+  for (auto it = top.MemberBegin(); it != top.MemberEnd(); ++it) {
     std::string const key = it->name.GetString();
     if (key == "cluster" || key == "task" || key == "environment" || key == "rpc_layer") continue;
     throw ClusterError("convoy: TF_CONFIG has unknown top-level key " + quoted(key) +
