@@ -2,6 +2,7 @@
 // separate, opt-in includes and never come in through here.
 #pragma once
 
+#include "cluster.hpp"
 #include "comm/in_process.hpp"
 #include "comm/replica_group.hpp"
 #include "core/batch.hpp"

@@ -47,8 +47,7 @@ inline Address parse_address(std::string_view text, std::string_view source) {
   if (out.host.find_first_of(" \t\r\n") != std::string::npos) fail("has a space in its host");
   auto const port = detail::parse_count(rest);
   if (!port) fail("has port " + detail::quote(rest) + ", which is not a number");
-  if (*port < 1 || *port > 65535)
-    fail("has port " + detail::quote(rest) + ", outside 1..65535");
+  if (*port < 1 || *port > 65535) fail("has port " + detail::quote(rest) + ", outside 1..65535");
   out.port = *port;
   return out;
 }
@@ -56,7 +55,13 @@ inline Address parse_address(std::string_view text, std::string_view source) {
 /// "host:port", with brackets around an IPv6 host.
 inline std::string format_address(std::string_view host, int port) {
   bool const v6 = host.find(':') != std::string_view::npos;
-  return (v6 ? "[" + std::string(host) + "]" : std::string(host)) + ":" + std::to_string(port);
+  std::string out;
+  if (v6) out += '[';
+  out += host;
+  if (v6) out += ']';
+  out += ':';
+  out += std::to_string(port);
+  return out;
 }
 
 }  // namespace convoy

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -175,7 +174,7 @@ inline std::string Cluster::describe() const {
 inline void Cluster::validate() const {
   std::string const from = "convoy: the cluster from " + source + ": ";
   auto const& known = cluster_job_names();
-  std::set<std::string> seen;
+  std::map<std::string, std::string> owner;  // address -> the task it was first given to
   for (auto const& [name, addresses] : jobs) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       throw ClusterError(from + "unknown job " + detail::quote(name) +
@@ -187,9 +186,9 @@ inline void Cluster::validate() const {
     for (std::size_t i = 0; i < addresses.size(); ++i) {
       std::string const task = name + "[" + std::to_string(i) + "]";
       parse_address(addresses[i], "the cluster from " + source + ", " + task);
-      if (!seen.insert(addresses[i]).second) {
-        throw ClusterError(from + "address " + detail::quote(addresses[i]) + " of " + task +
-                           " is given to two tasks");
+      if (auto [it, fresh] = owner.emplace(addresses[i], task); !fresh) {
+        throw ClusterError(from + "address " + detail::quote(addresses[i]) +
+                           " is given to two tasks, " + it->second + " and " + task);
       }
     }
   }
@@ -218,8 +217,8 @@ inline void Cluster::validate() const {
       std::vector<std::string> present;
       for (auto const& entry : jobs) present.push_back(entry.first);
       throw ClusterError(from + "this task's job " + detail::quote(job) +
-                         " is not one of the cluster's jobs (" + detail::join(present, ", ") +
-                         ")" + detail::did_you_mean(job, present));
+                         " is not one of the cluster's jobs (" + detail::join(present, ", ") + ")" +
+                         detail::did_you_mean(job, present));
     }
     if (index < 0 || static_cast<std::size_t>(index) >= job_size(job)) {
       throw ClusterError(from + "this task's index " + std::to_string(index) + " is outside job " +

@@ -19,7 +19,7 @@ namespace convoy::resolvers {
 
 /// The flags from_flags() reads, without their dashes.
 inline std::vector<std::string> const& flag_names() {
-  static std::vector<std::string> const names{"job_name",    "task_index",   "ps_hosts",
+  static std::vector<std::string> const names{"job_name",     "task_index",  "ps_hosts",
                                               "worker_hosts", "chief_hosts", "evaluator_hosts"};
   return names;
 }
@@ -31,7 +31,7 @@ inline std::vector<std::string> const& flag_names() {
 /// apply, --job_name, --task_index and the host list of the job named are required; the result
 /// is validated (source "flags").
 inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
-  using detail::quote;
+  using convoy::detail::quote;
   auto const& names = flag_names();
   std::map<std::string, std::string> values;
   for (int i = 1; i < argc; ++i) {
@@ -46,7 +46,8 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
       // A near miss: another spelling of ours ('-' for '_', other case) or a small typo.
       std::string normal = name;
       for (char& c : normal) c = c == '-' ? '_' : static_cast<char>(std::tolower(c));
-      auto const near = ours ? std::optional<std::string>(name) : detail::closest(normal, names);
+      auto const near =
+          ours ? std::optional<std::string>(name) : convoy::detail::closest(normal, names);
       if (near) {
         throw ClusterError("convoy: flag " + quote(arg) + " is not a cluster flag; did you mean " +
                            quote("--" + *near) + "?");
@@ -63,8 +64,7 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
       throw ClusterError("convoy: flag " + quote(arg) + " has no value; write --" + name +
                          "=VALUE");
     }
-    if (value.empty())
-      throw ClusterError("convoy: flag " + quote(arg) + " has an empty value");
+    if (value.empty()) throw ClusterError("convoy: flag " + quote(arg) + " has an empty value");
     if (auto [it, fresh] = values.emplace(name, value); !fresh) {
       throw ClusterError("convoy: flag --" + name + " is given twice (" + quote(it->second) +
                          " and " + quote(value) + ")");
@@ -74,14 +74,15 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
 
   auto const job_name = values.find("job_name");
   if (job_name == values.end())
-    throw ClusterError("convoy: cluster flags are given but not --job_name (one of chief, "
-                       "worker, ps, evaluator)");
+    throw ClusterError(
+        "convoy: cluster flags are given but not --job_name (one of chief, "
+        "worker, ps, evaluator)");
   auto const& jobs = cluster_job_names();
   std::string const job = job_name->second;
   if (std::find(jobs.begin(), jobs.end(), job) == jobs.end()) {
     throw ClusterError("convoy: --job_name=" + quote(job) + " is not a job" +
-                       detail::did_you_mean(job, jobs) + " (the jobs are " +
-                       detail::join(jobs, ", ") + ")");
+                       convoy::detail::did_you_mean(job, jobs) + " (the jobs are " +
+                       convoy::detail::join(jobs, ", ") + ")");
   }
   auto const task_index = values.find("task_index");
   if (task_index == values.end())
@@ -90,7 +91,7 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
   Cluster c;
   c.source = "flags";
   c.job = job;
-  c.index = detail::require_count(task_index->second, "--task_index");
+  c.index = convoy::detail::require_count(task_index->second, "--task_index");
   for (auto const& name : jobs) {
     auto const hosts = values.find(name + "_hosts");
     if (hosts == values.end()) continue;
@@ -101,8 +102,8 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
     while (true) {
       auto const comma = list.find(',', start);
       auto const item = list.substr(start, comma == list.npos ? list.npos : comma - start);
-      parse_address(item, flag + " entry " + std::to_string(addresses.size()) + " of " +
-                              quote(list));
+      parse_address(item,
+                    flag + " entry " + std::to_string(addresses.size()) + " of " + quote(list));
       addresses.emplace_back(item);
       if (comma == list.npos) break;
       start = comma + 1;
@@ -113,9 +114,8 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
   if (own == c.jobs.end())
     throw ClusterError("convoy: --job_name=" + job + " is given but not --" + job + "_hosts");
   if (static_cast<std::size_t>(c.index) >= own->second.size()) {
-    throw ClusterError("convoy: --task_index=" + quote(task_index->second) + " is outside --" +
-                       job + "_hosts, which lists " + std::to_string(own->second.size()) +
-                       " host(s)");
+    throw ClusterError("convoy: --task_index=" + task_index->second + " is outside --" + job +
+                       "_hosts, which lists " + std::to_string(own->second.size()) + " host(s)");
   }
   if (c.jobs.count("worker") == 0 && c.jobs.count("chief") == 0)
     throw ClusterError("convoy: --job_name=" + job + " is given but not --worker_hosts");

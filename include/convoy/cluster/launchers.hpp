@@ -22,9 +22,10 @@ inline constexpr int default_port_base = 29500;
 
 /// What a launcher says about this process, before ranks become roles.
 struct RankInfo {
-  std::string source;              ///< "torchrun", "Open MPI", "MPICH/PMI", "Slurm"
-  std::string rank_variable;       ///< the variables read, for messages
+  std::string source;         ///< "torchrun", "Open MPI", "MPICH/PMI", "Slurm"
+  std::string rank_variable;  ///< the variables read, for messages
   std::string size_variable;
+  std::string local_rank_variable;
   int rank = 0;
   int size = 1;
   int local_rank = 0;
@@ -98,14 +99,14 @@ inline Cluster rank_cluster(RankInfo const& info, Environment const& env) {
   if (info.size < 1)
     throw ClusterError("convoy: " + info.size_variable + " is 0" + launcher + "; it must be >= 1");
   if (info.rank >= info.size) {
-    throw ClusterError("convoy: " + info.rank_variable + " is " + quote(std::to_string(info.rank)) +
-                       ", outside [0, " + info.size_variable + "=" + std::to_string(info.size) +
-                       ")" + launcher);
+    throw ClusterError("convoy: " + info.rank_variable + " is " +
+                       quote(std::to_string(info.rank)) + ", outside [0, " + info.size_variable +
+                       "=" + std::to_string(info.size) + ")" + launcher);
   }
   if (info.local_rank >= info.size) {
-    throw ClusterError("convoy: the local rank is " + quote(std::to_string(info.local_rank)) +
-                       ", not below " + info.size_variable + "=" + std::to_string(info.size) +
-                       launcher);
+    throw ClusterError("convoy: " + info.local_rank_variable + " is " +
+                       quote(std::to_string(info.local_rank)) + ", not below " +
+                       info.size_variable + "=" + std::to_string(info.size) + launcher);
   }
   auto const requested = detail::read_count(env, "CONVOY_PS_TASKS");
   int const ps = requested.value_or(info.size >= 2 ? 1 : 0);
@@ -144,7 +145,10 @@ inline Cluster rank_cluster(RankInfo const& info, Environment const& env) {
 /// MASTER_PORT. Applies when RANK or WORLD_SIZE is set; then both are required.
 inline std::optional<Cluster> from_torchrun(Environment const& env) {
   if (!env.has("RANK") && !env.has("WORLD_SIZE")) return std::nullopt;
-  RankInfo info{.source = "torchrun", .rank_variable = "RANK", .size_variable = "WORLD_SIZE"};
+  RankInfo info{.source = "torchrun",
+                .rank_variable = "RANK",
+                .size_variable = "WORLD_SIZE",
+                .local_rank_variable = "LOCAL_RANK"};
   std::string const because = env.has("RANK") ? "RANK is set" : "WORLD_SIZE is set";
   info.rank = detail::require_variable(env, "RANK", "torchrun", because);
   info.size = detail::require_variable(env, "WORLD_SIZE", "torchrun", because);
@@ -157,7 +161,10 @@ inline std::optional<Cluster> from_torchrun(Environment const& env) {
 inline std::optional<Cluster> from_open_mpi(Environment const& env) {
   std::string const rank = "OMPI_COMM_WORLD_RANK", size = "OMPI_COMM_WORLD_SIZE";
   if (!env.has(rank) && !env.has(size)) return std::nullopt;
-  RankInfo info{.source = "Open MPI", .rank_variable = rank, .size_variable = size};
+  RankInfo info{.source = "Open MPI",
+                .rank_variable = rank,
+                .size_variable = size,
+                .local_rank_variable = "OMPI_COMM_WORLD_LOCAL_RANK"};
   std::string const because = (env.has(rank) ? rank : size) + " is set";
   info.rank = detail::require_variable(env, rank, "Open MPI", because);
   info.size = detail::require_variable(env, size, "Open MPI", because);
@@ -169,7 +176,10 @@ inline std::optional<Cluster> from_open_mpi(Environment const& env) {
 /// the local rank. Applies when PMI_RANK or PMI_SIZE is set; then both are required.
 inline std::optional<Cluster> from_pmi(Environment const& env) {
   if (!env.has("PMI_RANK") && !env.has("PMI_SIZE")) return std::nullopt;
-  RankInfo info{.source = "MPICH/PMI", .rank_variable = "PMI_RANK", .size_variable = "PMI_SIZE"};
+  RankInfo info{.source = "MPICH/PMI",
+                .rank_variable = "PMI_RANK",
+                .size_variable = "PMI_SIZE",
+                .local_rank_variable = "MPI_LOCALRANKID"};
   std::string const because = env.has("PMI_RANK") ? "PMI_RANK is set" : "PMI_SIZE is set";
   info.rank = detail::require_variable(env, "PMI_RANK", "MPICH/PMI", because);
   info.size = detail::require_variable(env, "PMI_SIZE", "MPICH/PMI", because);
@@ -197,9 +207,8 @@ inline std::vector<std::string> slurm_task_hosts(Environment const& env, int nta
     counts = slurm::expand_tasks_per_node(*text, counts_variable);
     if (counts.size() != nodes.size()) {
       throw ClusterError("convoy: " + counts_variable + " is " + quote(*text) + ", counts for " +
-                         std::to_string(counts.size()) + " node(s), but " + list_variable +
-                         " is " + quote(*list) + ", " + std::to_string(nodes.size()) +
-                         " node(s)");
+                         std::to_string(counts.size()) + " node(s), but " + list_variable + " is " +
+                         quote(*list) + ", " + std::to_string(nodes.size()) + " node(s)");
     }
     int total = 0;
     for (int n : counts) total += n;
@@ -232,7 +241,10 @@ inline std::vector<std::string> slurm_task_hosts(Environment const& env, int nta
 /// slurm_task_hosts()). Applies when SLURM_PROCID is set; then SLURM_NTASKS is required.
 inline std::optional<Cluster> from_slurm(Environment const& env) {
   if (!env.has("SLURM_PROCID")) return std::nullopt;
-  RankInfo info{.source = "Slurm", .rank_variable = "SLURM_PROCID", .size_variable = "SLURM_NTASKS"};
+  RankInfo info{.source = "Slurm",
+                .rank_variable = "SLURM_PROCID",
+                .size_variable = "SLURM_NTASKS",
+                .local_rank_variable = "SLURM_LOCALID"};
   info.rank = detail::require_variable(env, "SLURM_PROCID", "Slurm", "SLURM_PROCID is set");
   info.size = detail::require_variable(env, "SLURM_NTASKS", "Slurm", "SLURM_PROCID is set");
   info.local_rank = detail::read_count(env, "SLURM_LOCALID").value_or(0);

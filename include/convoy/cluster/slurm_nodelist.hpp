@@ -33,20 +33,22 @@ inline std::vector<std::string> expand_group(std::string_view group, std::string
   std::size_t start = 0;
   while (start <= group.size()) {
     auto const comma = group.find(',', start);
-    auto const item = group.substr(start, comma == std::string_view::npos ? group.npos : comma - start);
+    auto const item =
+        group.substr(start, comma == std::string_view::npos ? group.npos : comma - start);
     auto const dash = item.find('-');
     auto const lo_text = item.substr(0, dash);
     auto const hi_text = dash == std::string_view::npos ? lo_text : item.substr(dash + 1);
     auto const lo = convoy::detail::parse_count(lo_text);
     auto const hi = convoy::detail::parse_count(hi_text);
     if (!lo || !hi)
-      bad_list(list, source, "range " + quote(item) + " in [" + std::string(group) +
-                                 "] is not N or N-M with decimal numbers");
-    if (*lo > *hi)
-      bad_list(list, source, "range " + quote(item) + " runs backwards");
+      bad_list(list, source,
+               "range " + quote(item) + " in [" + std::string(group) +
+                   "] is not N or N-M with decimal numbers");
+    if (*lo > *hi) bad_list(list, source, "range " + quote(item) + " runs backwards");
     if (static_cast<std::size_t>(*hi - *lo) >= max_nodes)
-      bad_list(list, source, "range " + quote(item) + " names more than " +
-                                 std::to_string(max_nodes) + " nodes");
+      bad_list(
+          list, source,
+          "range " + quote(item) + " names more than " + std::to_string(max_nodes) + " nodes");
     for (int n = *lo; n <= *hi; ++n) {
       std::string digits = std::to_string(n);
       if (digits.size() < lo_text.size()) digits.insert(0, lo_text.size() - digits.size(), '0');
@@ -81,13 +83,15 @@ inline std::vector<std::string> expand_nodelist(std::string_view list,
         auto const close = list.find_first_of("[]", pos + 1);
         if (close == std::string_view::npos || list[close] != ']')
           detail::bad_list(list, source, "'[' at offset " + std::to_string(pos) + " is not closed");
-        auto const values = detail::expand_group(list.substr(pos + 1, close - pos - 1), list, source);
+        auto const values =
+            detail::expand_group(list.substr(pos + 1, close - pos - 1), list, source);
         std::vector<std::string> product;
         product.reserve(names.size() * values.size());
         for (auto const& prefix : names)
           for (auto const& value : values) product.push_back(prefix + value);
         if (product.size() > max_nodes)
-          detail::bad_list(list, source, "it names more than " + std::to_string(max_nodes) + " nodes");
+          detail::bad_list(list, source,
+                           "it names more than " + std::to_string(max_nodes) + " nodes");
         names = std::move(product);
         pos = close + 1;
       } else if (c == ']') {
@@ -121,7 +125,8 @@ inline std::vector<int> expand_tasks_per_node(std::string_view text,
   std::size_t start = 0;
   while (true) {
     auto const comma = text.find(',', start);
-    auto const item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+    auto const item =
+        text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
     auto fail = [&] {
       throw ClusterError("convoy: " + std::string(source) + " is " + quote(text) + ": item " +
                          quote(item) + " is not N or N(xM) with N and M at least 1");
@@ -176,7 +181,8 @@ inline std::vector<int> even_tasks_per_node(int ntasks, std::size_t nodes) {
   std::vector<int> out(nodes, 0);
   if (nodes == 0) return out;
   int const n = static_cast<int>(nodes);
-  for (int i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = ntasks / n + (i < ntasks % n ? 1 : 0);
+  for (int i = 0; i < n; ++i)
+    out[static_cast<std::size_t>(i)] = ntasks / n + (i < ntasks % n ? 1 : 0);
   return out;
 }
 

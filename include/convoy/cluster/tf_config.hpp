@@ -1,9 +1,11 @@
 // TF_CONFIG, TensorFlow's JSON cluster description:
-//   {"cluster": {"chief": [...], "worker": [...], "ps": [...]}, "task": {"type": "worker", "index": 0}}
+//   {"cluster": {"chief": [...], "worker": [...], "ps": [...]}, "task": {"type": "worker", "index":
+//   0}}
 // parsed with the RapidJSON that cereal ships, and checked key by key.
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cstddef>
 #include <optional>
 #include <set>
@@ -81,18 +83,24 @@ inline Cluster parse_tf_config(std::string_view text) {
         ++column;
       }
     }
-    std::size_t const from = offset > 10 ? offset - 10 : 0;
-    throw ClusterError("convoy: TF_CONFIG is not valid JSON: " +
-                       std::string(json::GetParseError_En(doc.GetParseError())) + " at offset " +
+    std::string problem = json::GetParseError_En(doc.GetParseError());
+    if (!problem.empty() && problem.back() == '.') problem.pop_back();
+    if (!problem.empty()) problem[0] = static_cast<char>(std::tolower(problem[0]));
+    std::string_view here = text.substr(std::min(offset, text.size()));
+    std::string shown(here.substr(0, 24));
+    if (here.size() > 24) shown += "...";
+    throw ClusterError("convoy: TF_CONFIG is not valid JSON: " + problem + " at offset " +
                        std::to_string(offset) + " (line " + std::to_string(line) + ", column " +
-                       std::to_string(column) + "), near " + quote(text.substr(from, 24)));
+                       std::to_string(column) + "), where it reads " +
+                       (here.empty() ? std::string("the end") : quote(shown)));
   }
   if (!doc.IsObject())
     throw ClusterError("convoy: TF_CONFIG is " + detail::json_type(doc) +
                        ", not an object with \"cluster\" and \"task\"");
   detail::check_unique_keys(doc, "the top level");
   std::vector<std::string> const top_keys{"cluster", "task"};
-  for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
+  json::Value const& top = doc;  // const iterators: RapidJSON's mixed != is ambiguous in C++20
+  for (auto it = top.MemberBegin(); it != top.MemberEnd(); ++it) {
     std::string const key = it->name.GetString();
     if (key == "cluster" || key == "task" || key == "environment" || key == "rpc_layer") continue;
     throw ClusterError("convoy: TF_CONFIG has unknown top-level key " + quote(key) +
@@ -100,11 +108,13 @@ inline Cluster parse_tf_config(std::string_view text) {
                        " (the keys are \"cluster\" and \"task\")");
   }
   if (!doc.HasMember("cluster"))
-    throw ClusterError("convoy: TF_CONFIG has no \"cluster\"; write {\"cluster\": {\"worker\": "
-                       "[\"host:port\", ...]}, \"task\": {\"type\": \"worker\", \"index\": 0}}");
+    throw ClusterError(
+        "convoy: TF_CONFIG has no \"cluster\"; write {\"cluster\": {\"worker\": "
+        "[\"host:port\", ...]}, \"task\": {\"type\": \"worker\", \"index\": 0}}");
   if (!doc.HasMember("task"))
-    throw ClusterError("convoy: TF_CONFIG has no \"task\"; add \"task\": {\"type\": \"worker\", "
-                       "\"index\": 0} naming this process");
+    throw ClusterError(
+        "convoy: TF_CONFIG has no \"task\"; add \"task\": {\"type\": \"worker\", "
+        "\"index\": 0} naming this process");
 
   Cluster c;
   c.source = "TF_CONFIG";

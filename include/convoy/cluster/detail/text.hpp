@@ -77,9 +77,8 @@ inline std::string did_you_mean(std::string_view name, std::vector<std::string> 
 /// `text` as a non-negative decimal integer that fits in int (digits only: no sign, no spaces),
 /// or nullopt.
 inline std::optional<int> parse_count(std::string_view text) {
-  if (text.empty() || !std::all_of(text.begin(), text.end(), [](char c) {
-        return c >= '0' && c <= '9';
-      }))
+  if (text.empty() ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;
   int value = 0;
   auto const [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
