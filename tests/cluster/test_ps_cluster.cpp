@@ -4,12 +4,6 @@
 // time: a task still running after its deadline is killed and the test fails.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -23,10 +17,9 @@
 #include <thread>
 #include <vector>
 
+#include "processes.hpp"
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
-
-extern char** environ;
 
 namespace {
 
@@ -122,145 +115,14 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
 
 std::string program;
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-// A base port b such that b+1 .. b+n are free: the rank-only launchers put rank r at b + 1 + r.
-int free_port_block(int n) {
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    int const base = free_port();
-    bool ok = base + n < 65535;
-    for (int i = 1; ok && i <= n; ++i) {
-      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      a.sin_port = htons(static_cast<std::uint16_t>(base + i));
-      ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-      ::close(fd);
-    }
-    if (ok) return base;
-  }
-  FAIL("no block of free ports");
-  return 0;
-}
-
-// The variables each launcher sets for rank `rank` of `size` (ps tasks first, as CONVOY_PS_TASKS
-// splits them), beside CONVOY_PS_TASKS; an empty launcher means TF_CONFIG (set by run_cluster).
-std::vector<std::string> launcher_environment(std::string const& launcher, int rank, int size,
-                                              int ps, int base) {
-  auto const r = std::to_string(rank), n = std::to_string(size), b = std::to_string(base);
-  std::vector<std::string> env{"CONVOY_PS_TASKS=" + std::to_string(ps)};
-  if (launcher == "torchrun") {
-    env.insert(env.end(), {"RANK=" + r, "LOCAL_RANK=" + r, "WORLD_SIZE=" + n,
-                           "LOCAL_WORLD_SIZE=" + n, "GROUP_RANK=0", "ROLE_RANK=" + r,
-                           "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + b,
-                           "TORCHELASTIC_RESTART_COUNT=0"});
-  } else if (launcher == "Open MPI") {
-    env.insert(env.end(), {"OMPI_COMM_WORLD_RANK=" + r, "OMPI_COMM_WORLD_SIZE=" + n,
-                           "OMPI_COMM_WORLD_LOCAL_RANK=" + r, "OMPI_COMM_WORLD_LOCAL_SIZE=" + n,
-                           "CONVOY_PORT=" + b});
-  } else if (launcher == "MPICH") {
-    env.insert(env.end(), {"PMI_RANK=" + r, "PMI_SIZE=" + n, "CONVOY_PORT=" + b});
-  } else if (launcher == "Slurm") {
-    env.insert(env.end(), {"SLURM_PROCID=" + r, "SLURM_NTASKS=" + n, "SLURM_LOCALID=" + r,
-                           "SLURM_JOB_NODELIST=localhost", "SLURM_NODELIST=localhost",
-                           "SLURM_TASKS_PER_NODE=" + n, "SLURM_JOB_ID=1", "CONVOY_PORT=" + b});
-  }
-  return env;
-}
-
-bool set_by_a_launcher(std::string_view entry) {
-  for (std::string_view prefix : {"TF_CONFIG=", "RANK=", "LOCAL_RANK=", "WORLD_SIZE=",
-                                  "MASTER_ADDR=", "MASTER_PORT=", "OMPI_", "PMI_", "SLURM_",
-                                  "CONVOY_PS_TASKS=", "CONVOY_PORT=", "CONVOY_COORDINATOR="}) {
-    if (entry.starts_with(prefix)) return true;
-  }
-  return false;
-}
-
-struct Task {
-  std::string job;
-  int index;
-  pid_t pid = -1;
-  int status = -1;
-};
-
-// Starts `ps` ps tasks and `workers` workers of `scenario`; waits at most `limit` for all of them.
-// Returns the tasks with their exit statuses (a task killed at the deadline has status -1).
-std::vector<Task> run_cluster(std::string const& scenario, std::filesystem::path const& dir,
-                              int ps, int workers, std::string const& launcher = {},
-                              std::chrono::seconds limit = std::chrono::seconds(120)) {
-  int const base = launcher.empty() ? 0 : free_port_block(ps + workers);
-  auto list = [&](int n) {
-    std::string out;
-    for (int i = 0; i < n; ++i) out += std::string(i ? "," : "") + "\"127.0.0.1:" + std::to_string(free_port()) + "\"";
-    return out;
-  };
-  std::string const spec = "{\"ps\": [" + list(ps) + "], \"worker\": [" + list(workers) + "]}";
-  std::vector<Task> tasks;
-  for (int i = 0; i < ps; ++i) tasks.push_back({"ps", i});
-  for (int i = 0; i < workers; ++i) tasks.push_back({"worker", i});
-  for (std::size_t rank = 0; rank < tasks.size(); ++rank) {
-    auto& t = tasks[rank];
-    std::string const config = "TF_CONFIG={\"cluster\": " + spec + ", \"task\": {\"type\": \"" +
-                               t.job + "\", \"index\": " + std::to_string(t.index) + "}}";
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-      if (!set_by_a_launcher(*e)) env.emplace_back(*e);
-    }
-    if (launcher.empty()) {
-      env.push_back(config);
-    } else {
-      auto const more = launcher_environment(launcher, static_cast<int>(rank), ps + workers, ps, base);
-      env.insert(env.end(), more.begin(), more.end());
-    }
-    std::vector<char*> envp;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::string const log = (dir / (t.job + std::to_string(t.index) + ".log")).string();
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    std::string arg_task = "--task", arg_scenario = scenario, arg_dir = dir.string();
-    char* argv[] = {program.data(), arg_task.data(), arg_scenario.data(), arg_dir.data(), nullptr};
-    REQUIRE(posix_spawn(&t.pid, program.c_str(), &actions, nullptr, argv, envp.data()) == 0);
-    posix_spawn_file_actions_destroy(&actions);
-  }
-  auto const deadline = std::chrono::steady_clock::now() + limit;
-  std::size_t left = tasks.size();
-  while (left > 0 && std::chrono::steady_clock::now() < deadline) {
-    for (auto& t : tasks) {
-      if (t.pid < 0) continue;
-      int status = 0;
-      if (::waitpid(t.pid, &status, WNOHANG) == t.pid) {
-        t.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        t.pid = -1;
-        --left;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  for (auto& t : tasks) {
-    if (t.pid > 0) {
-      ::kill(t.pid, SIGKILL);
-      ::waitpid(t.pid, nullptr, 0);
-    }
-  }
+// Runs a cluster (testing::run_cluster) and checks that every task ended well, printing the logs
+// of those that did not.
+std::vector<testing::Task> run_cluster(std::string const& scenario, std::filesystem::path const& dir,
+                                       int ps, int workers, std::string const& launcher = {}) {
+  auto const tasks = testing::run_cluster(program, scenario, dir, ps, workers, launcher);
   for (auto const& t : tasks) {
     if (t.status != 0) {
-      std::ifstream in(dir / (t.job + std::to_string(t.index) + ".log"));
+      std::ifstream in(t.log);
       std::cout << "---- " << t.job << ":" << t.index << " (status " << t.status << ")\n"
                 << in.rdbuf() << "\n";
     }

@@ -3,10 +3,6 @@
 // refused with a ProtocolError and never crashes; a live shard answers such messages with an error,
 // counts them and keeps serving the others.
 #include <doctest/doctest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
@@ -16,6 +12,8 @@
 #include <thread>
 #include <vector>
 #include <zmq_addon.hpp>
+
+#include "processes.hpp"
 
 using namespace convoy;
 using namespace convoy::comm::zmq_ps;
@@ -46,18 +44,6 @@ Header sample() {
 
 zmq::message_t bytes(std::string const& s) { return zmq::message_t(s.data(), s.size()); }
 std::string as_string(zmq::message_t const& m) { return {static_cast<char const*>(m.data()), m.size()}; }
-
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 }  // namespace
 
@@ -127,7 +113,7 @@ TEST_CASE("a shard answers malformed messages with an error, counts them and kee
   auto const map = place::GreedyBySize{}.assign(model.variables(), 1);
   auto const pieces = map.pieces_of(0);
   optim::Optimizer const optimizer = optim::Sgd{0.1f};
-  std::string const endpoint = "tcp://127.0.0.1:" + std::to_string(free_port());
+  std::string const endpoint = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
   std::ostringstream log;
   Shard<sync::Asynchronous> shard(pieces, optimizer, sync::Asynchronous{.timeout = std::chrono::seconds(20)},
                                   {.index = 0, .shards = 1, .workers = 1, .endpoint = endpoint, .log = &log});
@@ -206,8 +192,8 @@ TEST_CASE("a shard answers malformed messages with an error, counts them and kee
 TEST_CASE("a worker whose parameter server never comes stops after its connect timeout, naming it") {
   using S = Strategy<nn::Mlp, place::Sharded<>, comm::ZmqPs, sync::Synchronous>;
   Cluster cluster;
-  cluster.jobs["ps"] = {"127.0.0.1:" + std::to_string(free_port())};
-  cluster.jobs["worker"] = {"127.0.0.1:" + std::to_string(free_port())};
+  cluster.jobs["ps"] = {"127.0.0.1:" + std::to_string(testing::free_port())};
+  cluster.jobs["worker"] = {"127.0.0.1:" + std::to_string(testing::free_port())};
   cluster.job = "worker";
   cluster.index = 0;
   cluster.source = "arguments";
