@@ -93,7 +93,7 @@ inline bool set_by_a_launcher(std::string_view entry) {
 
 struct Task {
   std::string job;
-  int index;
+  int index = 0;
   pid_t pid = -1;
   int status = -1;  ///< exit status, 128 + signal, or -1 when killed at the deadline
   std::filesystem::path log;  ///< its stdout and stderr
@@ -116,8 +116,11 @@ inline std::vector<Task> run_cluster(std::string program, std::string const& sce
   };
   std::string const spec = "{\"ps\": [" + list(ps) + "], \"worker\": [" + list(workers) + "]}";
   std::vector<Task> tasks;
-  for (int i = 0; i < ps; ++i) tasks.push_back({.job = "ps", .index = i});
-  for (int i = 0; i < workers; ++i) tasks.push_back({.job = "worker", .index = i});
+  for (int i = 0; i < ps + workers; ++i) {
+    auto& t = tasks.emplace_back();
+    t.job = i < ps ? "ps" : "worker";
+    t.index = i < ps ? i : i - ps;
+  }
   for (std::size_t rank = 0; rank < tasks.size(); ++rank) {
     auto& t = tasks[rank];
     std::vector<std::string> env;
