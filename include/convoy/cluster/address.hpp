@@ -45,9 +45,11 @@ inline Address parse_address(std::string_view text, std::string_view source) {
   }
   if (out.host.empty()) fail("has an empty host");
   if (out.host.find_first_of(" \t\r\n") != std::string::npos) fail("has a space in its host");
-  auto const port = detail::parse_count(rest);
-  if (!port) fail("has port " + detail::quote(rest) + ", which is not a number");
-  if (*port < 1 || *port > 65535) fail("has port " + detail::quote(rest) + ", outside 1..65535");
+  bool const digits = !rest.empty() && rest.find_first_not_of("0123456789") == rest.npos;
+  if (!digits) fail("has port " + detail::quote(rest) + ", which is not a number");
+  auto const port = detail::parse_count(rest);  // nullopt: too large even for int
+  if (!port || *port < 1 || *port > 65535)
+    fail("has port " + detail::quote(rest) + ", outside 1..65535");
   out.port = *port;
   return out;
 }

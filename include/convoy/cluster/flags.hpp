@@ -36,12 +36,14 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
   std::map<std::string, std::string> values;
   for (int i = 1; i < argc; ++i) {
     std::string_view const arg = argv[i] == nullptr ? std::string_view() : argv[i];
-    if (arg == "--") break;
+    if (arg == "--") break;  // the usual end of options: what follows is not ours to read
     if (arg.size() < 2 || arg[0] != '-') continue;
     std::size_t const dashes = arg[1] == '-' ? 2 : 1;
     auto const equals = arg.find('=');
     std::string const name(arg.substr(dashes, equals == arg.npos ? arg.npos : equals - dashes));
     bool const ours = std::find(names.begin(), names.end(), name) != names.end();
+    // A misspelt cluster flag would otherwise be skipped as the program's own, and the process
+    // would quietly start as a single process and train alone: fail instead.
     if (!ours || dashes == 1) {
       // A near miss: another spelling of ours ('-' for '_', other case) or a small typo.
       std::string normal = name;
@@ -65,6 +67,7 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
                          "=VALUE");
     }
     if (value.empty()) throw ClusterError("convoy: flag " + quote(arg) + " has an empty value");
+    // absl keeps the last of two; refusing is safer when a launch script appends flags.
     if (auto [it, fresh] = values.emplace(name, value); !fresh) {
       throw ClusterError("convoy: flag --" + name + " is given twice (" + quote(it->second) +
                          " and " + quote(value) + ")");
@@ -119,7 +122,7 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
   }
   if (c.jobs.count("worker") == 0 && c.jobs.count("chief") == 0)
     throw ClusterError("convoy: --job_name=" + job + " is given but not --worker_hosts");
-  c.validate();
+  c.validate();  // the checks across lists: an address given twice, more than one chief
   return c;
 }
 

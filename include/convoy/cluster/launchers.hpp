@@ -109,6 +109,9 @@ inline Cluster rank_cluster(RankInfo const& info, Environment const& env) {
                        info.size_variable + "=" + std::to_string(info.size) + launcher);
   }
   auto const requested = detail::read_count(env, "CONVOY_PS_TASKS");
+  // The ps tasks take the lowest ranks because rank 0 is where every launcher starts counting:
+  // torchrun's node_rank 0 and mpirun's first host are the coordinator, so the ps tasks land on
+  // the host the others are told to reach.
   int const ps = requested.value_or(info.size >= 2 ? 1 : 0);
   Cluster c;
   c.source = info.source;
@@ -119,8 +122,11 @@ inline Cluster rank_cluster(RankInfo const& info, Environment const& env) {
                        info.size_variable + " is " + std::to_string(info.size) + launcher +
                        "; it must be below the world size so that at least one worker trains");
   }
+  // base + 1 + r, not base + r: under torchrun, MASTER_PORT itself is taken by its TCP store.
   int const base = detail::port_base(env, info.size);
   std::vector<std::string> hosts = info.hosts;
+  // Without a node per rank (only Slurm says where each task runs), every address names the
+  // coordinator; the ps tasks must run there, and workers only need to reach it.
   if (hosts.empty()) {
     std::string variable = "CONVOY_COORDINATOR";
     auto host = env.get(variable);
@@ -224,6 +230,8 @@ inline std::vector<std::string> slurm_task_hosts(Environment const& env, int nta
   bool cyclic = false;
   if (auto const distribution = env.get("SLURM_DISTRIBUTION")) {
     auto const first = distribution->substr(0, distribution->find_first_of(":,"));
+    // "block:cyclic" and the like: the part before ':' lays tasks over nodes, the rest over
+    // sockets and cores within a node, which does not change the host.
     if (first == "cyclic") {
       cyclic = true;
     } else if (first != "block" && first != "*" && !first.empty()) {

@@ -51,6 +51,7 @@ inline std::vector<std::string> expand_group(std::string_view group, std::string
           "range " + quote(item) + " names more than " + std::to_string(max_nodes) + " nodes");
     for (int n = *lo; n <= *hi; ++n) {
       std::string digits = std::to_string(n);
+      // Slurm pads to the width of the low end: "[08-10]" is 08 09 10, "[8-10]" is 8 9 10.
       if (digits.size() < lo_text.size()) digits.insert(0, lo_text.size() - digits.size(), '0');
       out.push_back(std::move(digits));
     }
@@ -75,6 +76,7 @@ inline std::vector<std::string> expand_nodelist(std::string_view list,
   std::size_t pos = 0;
   while (pos <= list.size()) {
     // One name: literal text and bracket groups, up to a comma outside brackets.
+    // `names` holds every expansion of the text read so far; each bracket group multiplies it.
     std::vector<std::string> names{""};
     std::size_t const name_start = pos;
     while (pos < list.size() && list[pos] != ',') {

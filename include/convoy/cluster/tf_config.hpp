@@ -48,7 +48,8 @@ inline std::string json_type(json::Value const& v) {
   return "an object";
 }
 
-/// Throws on a key given twice in `object` (RapidJSON keeps both), naming `where`.
+/// Throws on a key given twice in `object`, naming `where`. RapidJSON keeps both and a lookup finds
+/// the first, so a second "worker" list would be dropped without a word.
 inline void check_unique_keys(json::Value const& object, std::string const& where) {
   std::set<std::string> keys;
   for (auto it = object.MemberBegin(); it != object.MemberEnd(); ++it) {
@@ -102,6 +103,8 @@ inline Cluster parse_tf_config(std::string_view text) {
   json::Value const& top = doc;  // const iterators: RapidJSON's mixed != is ambiguous in C++20
   for (auto it = top.MemberBegin(); it != top.MemberEnd(); ++it) {
     std::string const key = it->name.GetString();
+    // TensorFlow itself defines "environment" (e.g. "cloud") and "rpc_layer" (e.g. "grpc"), and
+    // schedulers that write TF_CONFIG for TensorFlow set them; they say nothing convoy uses.
     if (key == "cluster" || key == "task" || key == "environment" || key == "rpc_layer") continue;
     throw ClusterError("convoy: TF_CONFIG has unknown top-level key " + quote(key) +
                        detail::did_you_mean(key, top_keys) +
@@ -182,6 +185,7 @@ inline Cluster parse_tf_config(std::string_view text) {
                        quote(type));
   auto const& index = task["index"];
   std::size_t const size = c.jobs[type].size();
+  // 1.0 is a double to RapidJSON; TensorFlow writes integers, so anything else is a mistake.
   if (!index.IsInt64()) {
     std::string shown = index.IsString() ? quote(index.GetString()) : detail::json_type(index);
     if (index.IsDouble()) shown = std::to_string(index.GetDouble());
@@ -193,7 +197,7 @@ inline Cluster parse_tf_config(std::string_view text) {
                        " task(s)");
   }
   c.index = static_cast<int>(index.GetInt64());
-  c.validate();
+  c.validate();  // the checks across jobs: an address given twice, more than one chief
   return c;
 }
 
