@@ -7,10 +7,11 @@
 //    workers under each Sync policy, against in-process Mirrored with 2 replicas.
 // Every task is a real process, started by this program (see tests/support/processes.hpp).
 //
-// Run: build/benchmarks/bench_ps [--quick]
+// Run: build/benchmarks/bench_ps [--quick] [--keep-heap]
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -199,6 +200,10 @@ bool run(std::string const& scenario, std::filesystem::path const& dir, int ps, 
 
 int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "--task") {
+    if (std::getenv("CONVOY_BENCH_HEAP")) {  // --keep-heap, passed to every task
+      mallopt(M_MMAP_THRESHOLD, 1 << 30);
+      mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    }
     try {
       return task(argv[2], argv[3]);
     } catch (std::exception const& e) {
@@ -211,8 +216,14 @@ int main(int argc, char** argv) {
     std::string const arg = argv[i];
     if (arg == "--quick") {
       quick = true;
+    } else if (arg == "--keep-heap") {
+      // glibc maps every block over its (adaptive, at most 32 MiB) threshold afresh and unmaps it
+      // on free, so each received frame page-faults in; a high threshold keeps freed frames.
+      setenv("CONVOY_BENCH_HEAP", "1", 1);
     } else if (arg == "--help") {
-      std::cout << "usage: bench_ps [--quick]   (--quick: fewer steps, for a smoke run)\n";
+      std::cout << "usage: bench_ps [--quick] [--keep-heap]\n"
+                   "  --quick      fewer steps, for a smoke run\n"
+                   "  --keep-heap  every task raises glibc's mmap and trim thresholds to 1 GiB\n";
       return 0;
     } else {
       std::cerr << "bench_ps: unknown option '" << arg << "'; see --help\n";
