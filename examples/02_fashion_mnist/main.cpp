@@ -432,8 +432,10 @@ int train_bounded(Options const& o, std::vector<std::size_t> const& sizes,
 // --strategy ps-*: the same model over a parameter-server cluster; only the type line differs.
 template <class Sync>
 int train_ps(Options const& o, std::vector<std::size_t> const& sizes, Sync sync = {}) {
+  // example-begin ps-strategy
   using Strategy = convoy::Strategy<convoy::nn::Mlp, convoy::place::Sharded<>,
                                     convoy::comm::ZmqPs, Sync>;
+  // example-end ps-strategy
   auto build = [&] {
     try {
       return Strategy{convoy::nn::Mlp{sizes}, {.log_placement = o.log_placement}, {}, sync};
