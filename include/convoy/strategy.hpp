@@ -163,6 +163,15 @@ class Strategy {
       return true;
     }
   }
+  /// Whether after_step hears of every update (one process), or only of this task's own (a
+  /// cluster's worker).
+  bool sees_every_update() const {
+    if constexpr (requires { engine_.sees_every_update(); }) {
+      return engine_.sees_every_update();
+    } else {
+      return true;
+    }
+  }
   /// Whether run() serves others instead of training (a cluster's ps task).
   bool serves() const {
     if constexpr (requires { engine_.serves(); }) {

@@ -50,6 +50,7 @@ struct SlowMlp {
 // every 10 steps into <dir>/ckpt, resuming from the latest).
 struct Flags {
   int slow_rank = -1, slow_ms = 0;
+  int quit_rank = -1, quit_step = 0;  // ":quit=<rank>:<step>": that worker's callback stops it
   std::int64_t run_steps = steps;
   bool checkpoints = false;
 };
@@ -73,7 +74,7 @@ int run_task(Sync sync, std::filesystem::path const& dir, Flags const& flags) {
               .checkpoint_every = flags.checkpoints ? 10 : 0,
               .callbacks = {[&](StepReport const& r) {
                 losses << r.global_step << " " << r.local_step << " " << r.loss << "\n";
-                return true;
+                return !(cluster.worker_rank() == flags.quit_rank && r.local_step >= flags.quit_step);
               }}});
   auto const& c = trainer.strategy().counters();
   std::ofstream out(dir / ("result-" + cluster.job + std::to_string(cluster.index) + ".txt"));
@@ -96,6 +97,9 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
     flags.run_steps = std::atoll(scenario.c_str() + at + 7);
   }
   flags.checkpoints = scenario.find(":ckpt") != std::string::npos;
+  if (auto at = scenario.find(":quit="); at != std::string::npos) {
+    std::sscanf(scenario.c_str() + at, ":quit=%d:%d", &flags.quit_rank, &flags.quit_step);
+  }
   auto const name = scenario.substr(0, scenario.find(':'));
   std::chrono::milliseconds const timeout{30000};
   if (name == "sync") return run_task(sync::Synchronous{.timeout = timeout}, dir, flags);
@@ -257,6 +261,17 @@ TEST_CASE("2 of 3 synchronous workers: a slow worker does not hold the others, i
   CHECK(ps0.global_step >= steps);
   CHECK(ps0.applied == 2 * ps0.global_step);
   CHECK(ps0.dropped > 0);
+}
+
+TEST_CASE("a worker that stops early ends a synchronous run for the others at once, not at a timeout") {
+  testing::TempDir dir("ps-quit");
+  auto const start = std::chrono::steady_clock::now();
+  run_cluster("sync:quit=1:5", dir.path, 1, 2);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));  // timeout: 30 s
+  CHECK(read_text(dir / "worker0.log").find("too few workers are left") != std::string::npos);
+  CHECK(read_text(dir / "ps0.log").find("ends the open step") != std::string::npos);
+  auto const ps0 = read_result(dir / "result-ps0.txt");
+  CHECK(ps0.global_step == 5);
 }
 
 TEST_CASE("the same program runs unchanged under the variables of torchrun, Open MPI, MPICH and Slurm") {

@@ -25,7 +25,8 @@ struct ZmqPs {
   std::optional<Cluster> cluster{};
   /// How long a worker waits for a shard to come up (it logs the shard it waits for meanwhile).
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
-  /// The host a ps task binds; empty: the host of its own address in the cluster spec.
+  /// The host a ps task binds; empty: the host of its own address in the cluster spec (a name is
+  /// looked up and its IPv4 address bound; "*" binds every interface).
   std::string bind_host{};
   std::ostream* log = &std::clog;  ///< serving and waiting messages; null: none
 

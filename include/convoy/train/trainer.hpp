@@ -148,10 +148,23 @@ class Trainer {
     if (strategy_.serves()) return serve(plan, log);
     Counters const before = strategy_.counters();
     auto const start = std::chrono::steady_clock::now();
+    // A cluster's worker hears only of its own updates, so a multiple of `every` may pass unseen:
+    // there a periodic action fires at the first step past it.
+    bool const sees_every_update = strategy_.sees_every_update();
+    std::int64_t previous = before.global_step;
+    auto due = [&](std::int64_t step, std::int64_t every) {
+      if (every <= 0) return false;
+      return sees_every_update ? step % every == 0 : step / every > previous / every;
+    };
     plan.after_step = [&](StepReport const& report) {
       result.last_loss = report.loss;
       std::int64_t const step = report.global_step;
-      if (log && options.log_every > 0 && step % options.log_every == 0) {
+      struct Advance {  // `previous` moves on however the callback ends
+        std::int64_t& previous;
+        std::int64_t step;
+        ~Advance() { previous = std::max(previous, step); }
+      } const advance{previous, step};
+      if (log && due(step, options.log_every)) {
         std::ostringstream line;  // formatted apart, so the caller's stream keeps its settings
         line << "After " << report.local_step << " training steps (" << step
              << " global steps), loss on training batch is " << std::setprecision(4) << report.loss
@@ -159,15 +172,14 @@ class Trainer {
         if (report.dropped > 0) line << ", " << report.dropped << " late gradients dropped";
         *log << line.str() << std::endl;
       }
-      if (options.validation && options.evaluate_every > 0 && step % options.evaluate_every == 0) {
+      if (options.validation && due(step, options.evaluate_every)) {
         auto const m = evaluate_if_possible(*options.validation);
         if (log) {
           *log << "  validation after " << step << " steps: accuracy " << m.accuracy() << ", loss "
                << m.mean_loss() << std::endl;
         }
       }
-      if (checkpoints && options.checkpoint_every > 0 &&
-          step % options.checkpoint_every == 0) {
+      if (checkpoints && due(step, options.checkpoint_every)) {
         save_checkpoint(options.checkpoint_dir, seed);
       }
       bool keep_going = true;

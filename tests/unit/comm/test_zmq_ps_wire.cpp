@@ -161,6 +161,13 @@ TEST_CASE("a shard answers malformed messages with an error, counts them and kee
   h = ask(std::move(frames));
   CHECK(h.status == Status::error);
 
+  frames.clear();
+  frames.push_back(encode(push));
+  for (int i = 0; i < 40; ++i) frames.push_back(bytes("x"));  // more frames than any request has
+  h = ask(std::move(frames));
+  CHECK(h.status == Status::error);
+  CHECK(h.text.find("frames") != std::string::npos);
+
   Header hello;
   hello.op = Op::hello;
   hello.fingerprint = fp + 1;
@@ -185,8 +192,8 @@ TEST_CASE("a shard answers malformed messages with an error, counts them and kee
   h = ask(std::move(frames));
   CHECK(h.status == Status::ok);
   server.join();
-  CHECK(shard.malformed() == 3);
-  CHECK(log.str().find("3 malformed messages") != std::string::npos);
+  CHECK(shard.malformed() == 4);
+  CHECK(log.str().find("4 malformed messages") != std::string::npos);
 }
 
 TEST_CASE("a worker whose parameter server never comes stops after its connect timeout, naming it") {
@@ -209,4 +216,20 @@ TEST_CASE("a worker whose parameter server never comes stops after its connect t
                        doctest::Contains(("ps:0 at " + cluster.jobs["ps"][0]).c_str()), TimeoutError);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
   CHECK(log.str().find("waiting for ps:0") != std::string::npos);  // the log named the peer
+}
+
+TEST_CASE("M of N synchronous workers over several shards is refused, naming why") {
+  using S = Strategy<nn::Mlp, place::Sharded<>, comm::ZmqPs, sync::Synchronous>;
+  Cluster cluster;
+  cluster.jobs["ps"] = {"127.0.0.1:1", "127.0.0.1:2"};
+  cluster.jobs["worker"] = {"127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:5"};
+  cluster.job = "worker";
+  cluster.source = "arguments";
+  auto build = [&] {
+    S strategy{nn::Mlp({6, 4, 3}), {}, comm::ZmqPs{.cluster = cluster},
+               sync::Synchronous{.replicas_to_aggregate = 2}};
+  };
+  CHECK_THROWS_WITH_AS(build(), doctest::Contains("needs a single ps task"), Error);
+  cluster.jobs["ps"] = {"127.0.0.1:1"};
+  CHECK_NOTHROW(build());
 }

@@ -58,10 +58,12 @@ class Client {
   std::vector<Reply> exchange(std::function<Header(std::size_t)> const& header,
                               std::function<std::vector<zmq::message_t>(std::size_t)> const& payload,
                               std::chrono::milliseconds timeout, std::string const& waiting) {
+    ++sequence_;
     for (std::size_t s = 0; s < shards(); ++s) {
       auto frames = payload ? payload(s) : std::vector<zmq::message_t>{};
       Header h = header(s);
       h.worker = worker_;
+      h.sequence = sequence_;
       h.shard = static_cast<std::uint32_t>(s);
       h.frames = static_cast<std::uint32_t>(frames.size());
       sockets_[s].send(encode(h), frames.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
@@ -77,10 +79,12 @@ class Client {
   /// up to `timeout`. Throws TimeoutError naming the shards that never answered.
   std::vector<Reply> hello(std::function<Header(std::size_t)> const& header,
                            std::chrono::milliseconds timeout) {
+    ++sequence_;
     for (std::size_t s = 0; s < shards(); ++s) {
       Header h = header(s);
       h.op = Op::hello;
       h.worker = worker_;
+      h.sequence = sequence_;
       h.shard = static_cast<std::uint32_t>(s);
       sockets_[s].send(encode(h), zmq::send_flags::none);
     }
@@ -118,6 +122,7 @@ class Client {
     std::size_t left = shards();
     auto const start = clock::now();
     auto next_note = std::chrono::milliseconds(1000);
+    std::string refusal;  // the first shard's refusal, thrown once every shard has answered
     while (left > 0) {
       std::vector<zmq::pollitem_t> items;
       std::vector<std::size_t> which;
@@ -136,9 +141,10 @@ class Client {
         if (frames.empty()) continue;
         Reply r;
         r.header = decode(frames[0], shard_name(s));
-        if (r.header.status == Status::error) {
-          throw Error("convoy: " + shard_name(s) + " refused worker " + std::to_string(worker_) +
-                      "'s " + describe(r.header.op) + ": " + r.header.text);
+        if (r.header.sequence != sequence_) continue;  // a late answer to an earlier request
+        if (r.header.status == Status::error && refusal.empty()) {
+          refusal = "convoy: " + shard_name(s) + " refused worker " + std::to_string(worker_) +
+                    "'s " + describe(r.header.op) + ": " + r.header.text;
         }
         if (r.header.frames != frames.size() - 1) {
           throw ProtocolError("convoy: " + shard_name(s) + " announced " +
@@ -157,11 +163,12 @@ class Client {
                            waiting);
       }
       if (starting && left > 0 && waited >= next_note && log_) {
-        *log_ << "convoy: worker " << worker_ << " waiting for " << missing(done) << " (" 
+        *log_ << "convoy: worker " << worker_ << " waiting for " << missing(done) << " ("
               << waited.count() / 1000 << " s so far)" << std::endl;
         next_note *= 2;
       }
     }
+    if (!refusal.empty()) throw Error(refusal);
     return replies;
   }
 
@@ -175,6 +182,7 @@ class Client {
 
   std::vector<std::string> endpoints_;
   std::uint32_t worker_;
+  std::uint64_t sequence_ = 0;  ///< the current request's number; answers to others are dropped
   std::ostream* log_;
   std::shared_ptr<std::atomic<int>> lent_ = std::make_shared<std::atomic<int>>(0);
   zmq::context_t context_;

@@ -5,6 +5,11 @@
 // the cluster's (TensorFlow keeps it on ps 0 too).
 #pragma once
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -42,13 +47,30 @@ struct Options {
 };
 
 /// "tcp://host:port" for a "host:port" address, with the host replaced by `host` when given.
-inline std::string endpoint(std::string const& address, std::string const& host = {}) {
+/// `for_bind`: ZeroMQ binds interfaces and numeric addresses only, so a host name is looked up
+/// (IPv4) and its address bound; a name that does not resolve is an Error naming it.
+inline std::string endpoint(std::string const& address, std::string const& host = {},
+                            bool for_bind = false) {
   auto const colon = address.rfind(':');
   if (colon == std::string::npos) {
     throw Error("convoy: the cluster address '" + address + "' has no port");
   }
   std::string h = host.empty() ? address.substr(0, colon) : host;
   if (h == "localhost") h = "127.0.0.1";
+  if (for_bind && !h.empty() && h.front() != '[' && h != "*") {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(h.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
+      throw Error("convoy: the ps address '" + address + "' names host '" + h +
+                  "', which does not resolve here; give ZmqPs::bind_host");
+    }
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text,
+                sizeof text);
+    ::freeaddrinfo(found);
+    h = text;
+  }
   return "tcp://" + h + ":" + address.substr(colon + 1);
 }
 
@@ -74,6 +96,17 @@ class Engine {
                     cluster_.job + ":" + std::to_string(cluster_.index));
       }
       sync_.check(cluster_.worker_count());
+      if constexpr (requires { sync_.replicas_to_aggregate; }) {
+        auto const m = static_cast<std::size_t>(sync_.replicas_to_aggregate);
+        if (m != 0 && m < cluster_.worker_count() && cluster_.ps_count() > 1) {
+          // Each shard would take the first M gradients to reach it, and arrival orders differ.
+          throw Error("convoy: replicas_to_aggregate = " + std::to_string(m) + " of " +
+                      std::to_string(cluster_.worker_count()) + " workers needs a single ps task "
+                      "for now (this cluster has " + std::to_string(cluster_.ps_count()) +
+                      "): shards that each take the first M gradients to arrive may take "
+                      "different ones");
+        }
+      }
       map_ = std::make_unique<place::ShardMap>(placement_.shard(layout(), cluster_.ps_count()));
       counters_.local_steps.assign(cluster_.worker_count(), 0);
     }
@@ -115,7 +148,7 @@ class Engine {
                         {.index = index,
                          .shards = cluster_.ps_count(),
                          .workers = cluster_.worker_count(),
-                         .endpoint = endpoint(cluster_.ps_address(index), options_.bind_host),
+                         .endpoint = endpoint(cluster_.ps_address(index), options_.bind_host, true),
                          .log = options_.log});
       shard.serve();
       counters_ = shard.counters();
@@ -157,6 +190,14 @@ class Engine {
               return frames;
             },
             sync_.timeout, "to apply its gradients (" + std::string(Sync::name) + ")");
+        if (std::any_of(replies.begin(), replies.end(),
+                        [](Reply const& r) { return r.header.status == Status::stopped; })) {
+          if (options_.log) {
+            *options_.log << "convoy: worker " << r
+                          << " stops: too few workers are left to complete a step" << std::endl;
+          }
+          return;
+        }
         take_weights(replies);
         if (replies[0].header.status == Status::dropped) continue;  // computed again
         StepReport const report{.global_step = counters_.global_step,
@@ -211,7 +252,8 @@ class Engine {
     }
 
     /// Sends a snapshot's weights, slots and counters to the shards, by name: it may come from a
-    /// run with another number of shards. Checks every name first; nothing changes on error.
+    /// run with another number of shards. Checks every name first, and changes nothing on such an
+    /// error; a shard that refuses (workers' gradients wait there) throws after the others took it.
     void restore(Snapshot const& snap) {
       refuse_on_ps("restore a snapshot");
       layout().check_names(snap.weights, "restore");
@@ -288,6 +330,7 @@ class Engine {
     void connect() {
       if (client_) return;
       if (cluster_.is_ps()) refuse_on_ps("connect to the shards");
+      fingerprints_.clear();
       std::vector<std::string> endpoints;
       for (std::size_t s = 0; s < cluster_.ps_count(); ++s) {
         endpoints.push_back(endpoint(cluster_.ps_address(s)));
@@ -400,6 +443,8 @@ class Engine {
   bool lock_step() const { return false; }
   bool chief() const { return state_->cluster().is_chief(); }
   bool serves() const { return state_->serves(); }
+  /// A worker hears of its own updates only; under lock-step Synchronous those are all of them.
+  bool sees_every_update() const { return false; }
 
   /// A ps task serves until every worker said goodbye; a worker trains until the plan's goal.
   void run(RunPlan const& plan) {

@@ -102,7 +102,14 @@ class Shard {
     zmq::context_t context(1);
     zmq::socket_t socket(context, zmq::socket_type::router);
     socket.set(zmq::sockopt::linger, 0);
-    socket.set(zmq::sockopt::router_mandatory, 1);  // a reply to a vanished worker throws, not blocks
+    // An answer to a vanished worker fails at once; one to a worker that does not read fails after
+    // a second: either way the shard goes on serving the others.
+    socket.set(zmq::sockopt::router_mandatory, 1);
+    socket.set(zmq::sockopt::sndtimeo, 1000);
+    // ZeroMQ drops a peer whose frame is larger than the largest this shard ever needs.
+    std::size_t largest = max_header_bytes;
+    for (auto const& p : pieces_) largest = std::max(largest, (p.end - p.begin) * sizeof(float));
+    socket.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(largest));
     try {
       socket.bind(options_.endpoint);
     } catch (zmq::error_t const& e) {
@@ -118,7 +125,9 @@ class Shard {
     socket_ = &socket;
     auto last_heard = std::chrono::steady_clock::now();
     std::vector<zmq::message_t> frames;
-    while (goodbyes_.size() < options_.workers || goodbyes_.empty()) {
+    // The most frames a request carries: the peer, the header, weights and slots for each piece.
+    std::size_t const most = 2 + (1 + optimizer_.slot_names().size()) * pieces_.size();
+    while (goodbyes_.size() < options_.workers) {
       zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, std::chrono::milliseconds(200));
       if (!(item.revents & ZMQ_POLLIN)) {
@@ -131,8 +140,24 @@ class Shard {
       }
       last_heard = std::chrono::steady_clock::now();
       frames.clear();
-      auto const received = zmq::recv_multipart(socket, std::back_inserter(frames));
-      if (!received || frames.size() < 2) continue;  // not a worker's message: drop it
+      bool more = true, too_many = false;
+      while (more) {  // frame by frame, keeping at most `most`
+        zmq::message_t frame;
+        if (!socket.recv(frame, zmq::recv_flags::none)) break;
+        more = frame.more();
+        if (frames.size() < most) {
+          frames.push_back(std::move(frame));
+        } else {
+          too_many = true;
+        }
+      }
+      if (frames.size() < 2) continue;  // not a worker's message: drop it
+      if (too_many) {
+        ++malformed_;
+        reply_error(frames[0], Header{}, "convoy: a message to " + name() + " has more than " +
+                                             std::to_string(most - 1) + " frames");
+        continue;
+      }
       handle(frames);
     }
     socket_ = nullptr;
@@ -155,7 +180,20 @@ class Shard {
     std::uint32_t worker = 0;
     Op op = Op::push;
     std::int64_t tag = 0;  ///< push: the step its gradient went into
+    std::uint64_t sequence = 0;
+    float loss = 0.0f;  ///< apply-at-once: its own update's loss
   };
+
+  std::size_t live_workers() const { return options_.workers - goodbyes_.size(); }
+  bool waits(std::uint32_t worker) const {
+    return std::any_of(waiting_.begin(), waiting_.end(),
+                       [&](Waiting const& w) { return w.worker == worker; });
+  }
+  // Accumulating rules whose open step needs more gradients than workers are left: the step can
+  // never complete, so its gradients are dropped and the waiting pushes told that the run is over.
+  bool step_unreachable() const {
+    return rules_.accumulates() && live_workers() < rules_.gradients_per_update();
+  }
 
   std::string worker_name(std::size_t w) const { return "worker " + std::to_string(w); }
 
@@ -241,6 +279,13 @@ class Shard {
   void restore(std::vector<zmq::message_t>& frames, Header const& h) {
     std::size_t const slots = optimizer_.slot_names().size();
     check_payload(frames, h, 1 + slots);
+    if (std::any_of(waiting_.begin(), waiting_.end(), [](Waiting const& w) { return w.op == Op::push; })) {
+      reply_error(frames[0], h,
+                  "convoy: " + name() + " cannot restore while workers' gradients wait for step " +
+                      std::to_string(rules_.open_step() + 1) +
+                      "; restore before the workers train (the chief does, when it resumes)");
+      return;
+    }
     if (h.local.size() != options_.workers) {
       throw ProtocolError("convoy: a restore for " + std::to_string(h.local.size()) +
                           " workers reached " + name() + " of " +
@@ -270,8 +315,18 @@ class Shard {
 
   void push(std::vector<zmq::message_t>& frames, Header const& h) {
     check_payload(frames, h, 1);
-    if (!initialized_) throw ProtocolError("convoy: a push reached " + name() + " before its weights were initialized");
+    if (!initialized_) {
+      throw ProtocolError("convoy: a push reached " + name() + " before its weights were initialized");
+    }
+    if (waits(h.worker)) {
+      throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " pushed to " + name() +
+                          " while its previous request waits");
+    }
     auto const w = h.worker;
+    if (step_unreachable()) {
+      reply(frames[0], h, Status::stopped, {});
+      return;
+    }
     auto const admission = rules_.admit(w, h.tag);
     std::vector<float> scratch;
     exec::Host const ctx;
@@ -289,7 +344,7 @@ class Shard {
         for (std::size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
       }
       loss_sum_ += h.loss;
-      waiting_.push_back(Waiting{std::move(frames[0]), w, Op::push, h.tag});
+      waiting_.push_back(Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, 0.0f});
       if (!rules_.accumulated(w)) return;
       auto const m = rules_.gradients_per_update();
       update_loss_ = loss_sum_ / static_cast<float>(m);
@@ -312,15 +367,18 @@ class Shard {
       ++counters_.global_step;
       ++counters_.applied;
       rules_.applied(w);
-      update_loss_ = h.loss;
-      waiting_.push_back(Waiting{std::move(frames[0]), w, Op::push, h.tag});
+      waiting_.push_back(Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, h.loss});
     }
     release();
   }
 
   void pull(std::vector<zmq::message_t>& frames, Header const& h) {
     check_payload(frames, h, 0);
-    waiting_.push_back(Waiting{std::move(frames[0]), h.worker, Op::pull, h.tag});
+    if (waits(h.worker)) {
+      throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " pulled from " + name() +
+                          " while its previous request waits");
+    }
+    waiting_.push_back(Waiting{std::move(frames[0]), h.worker, Op::pull, h.tag, h.sequence, 0.0f});
     release();
   }
 
@@ -342,7 +400,34 @@ class Shard {
       rules_.retire(h.worker);
     }
     reply(frames[0], h, Status::ok, {});
+    if (step_unreachable()) stop_waiting_pushes();
     release();
+  }
+
+  // The open step can never complete: drop what it summed and tell its waiting workers.
+  void stop_waiting_pushes() {
+    if constexpr (requires { rules_.discard(); }) {
+      counters_.dropped += static_cast<std::int64_t>(rules_.discard());
+    }
+    std::fill(sum_.begin(), sum_.end(), 0.0f);
+    loss_sum_ = 0.0f;
+    for (std::size_t i = 0; i < waiting_.size();) {
+      if (waiting_[i].op != Op::push) {
+        ++i;
+        continue;
+      }
+      Header h;
+      h.op = Op::push;
+      h.worker = waiting_[i].worker;
+      h.sequence = waiting_[i].sequence;
+      reply(waiting_[i].peer, h, Status::stopped, {});
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    if (options_.log) {
+      *options_.log << "convoy: " << name() << " ends the open step: " << live_workers()
+                    << " worker(s) left, fewer than the " << rules_.gradients_per_update()
+                    << " it needs" << std::endl;
+    }
   }
 
   // Answers every waiting request the rules now allow.
@@ -367,6 +452,8 @@ class Shard {
       Header h;
       h.op = wait.op;
       h.worker = wait.worker;
+      h.sequence = wait.sequence;
+      if (wait.op == Op::push && !rules_.accumulates()) update_loss_ = wait.loss;
       reply(wait.peer, h, Status::ok, weights_frames());
       waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
     }
@@ -445,6 +532,7 @@ class Shard {
     h.op = request.op;
     h.status = status;
     h.worker = request.worker;
+    h.sequence = request.sequence;
     h.shard = static_cast<std::uint32_t>(options_.index);
     h.tag = rules_.open_step();
     h.fingerprint = fingerprint_;
@@ -463,6 +551,7 @@ class Shard {
     h.op = request.op;
     h.status = Status::error;
     h.worker = request.worker;
+    h.sequence = request.sequence;
     h.shard = static_cast<std::uint32_t>(options_.index);
     h.text = why;
     send(peer, h, {});

@@ -45,6 +45,7 @@ enum class Status : std::uint8_t {
   ok = 0,
   dropped = 1,  ///< the gradient was late (synchronous, M of N) and was dropped
   error = 2,    ///< refused: `text` says why
+  stopped = 3,  ///< the open step can no longer complete (workers left): the run is over
 };
 
 /// The header frame of every message.
@@ -55,6 +56,7 @@ struct Header {
   Status status = Status::ok;
   std::uint32_t worker = 0;       ///< the worker's rank (requests), or the addressee (replies)
   std::uint32_t shard = 0;        ///< the shard's index
+  std::uint64_t sequence = 0;     ///< the worker's request number, echoed by the answer
   std::int64_t tag = 0;           ///< push: the step the gradient is for; reply: the next step
   std::uint64_t fingerprint = 0;  ///< hello: the shard's part of the layout and the optimizer
   std::uint32_t frames = 0;       ///< payload frames that follow
@@ -72,13 +74,12 @@ struct Header {
   void serialize(Archive& ar) {
     ar(magic, version);
     if (magic != wire_magic || version != protocol_version) return;  // the reader says which
-    ar(op, status, worker, shard, tag, fingerprint, frames, loss, seconds, global_step, applied,
+    ar(op, status, worker, shard, sequence, tag, fingerprint, frames, loss, seconds, global_step, applied,
        dropped, optimizer_updates, initialized, local, text);
   }
 };
 
-/// Sizes bounded by the header frame: a vector or string claiming more than the frame holds is
-/// refused before cereal allocates for it.
+/// A read-only stream buffer over a received frame, for cereal's input archive.
 class FrameBuffer : public std::streambuf {
  public:
   explicit FrameBuffer(std::span<char const> bytes) {
@@ -137,7 +138,7 @@ inline Header decode(zmq::message_t const& frame, std::string const& from) {
     }
     // Cereal reads a vector's or string's size before its elements: bound both by the frame.
     std::size_t const limit = frame.size();
-    ar(h.op, h.status, h.worker, h.shard, h.tag, h.fingerprint, h.frames, h.loss, h.seconds,
+    ar(h.op, h.status, h.worker, h.shard, h.sequence, h.tag, h.fingerprint, h.frames, h.loss, h.seconds,
        h.global_step, h.applied, h.dropped, h.optimizer_updates, h.initialized);
     cereal::size_type n = 0;
     ar(cereal::make_size_tag(n));
@@ -153,14 +154,15 @@ inline Header decode(zmq::message_t const& frame, std::string const& from) {
   } catch (std::exception const& e) {
     throw ProtocolError("convoy: a malformed header from " + from + ": " + e.what());
   }
-  if (h.op < Op::hello || h.op > Op::bye || h.status > Status::error) {
+  if (h.op < Op::hello || h.op > Op::bye || h.status > Status::stopped) {
     throw ProtocolError("convoy: " + from + " sent an unknown operation or status");
   }
   return h;
 }
 
 /// A frame that lends `data` to ZeroMQ without copying it; `on_sent` is called once ZeroMQ is done
-/// with the memory (from ZeroMQ's I/O thread). `hint` is passed to it.
+/// with the memory (from ZeroMQ's I/O thread, or from the sender's when the frame is dropped).
+/// `hint` is passed to it.
 inline zmq::message_t lend(std::span<float const> data, zmq::free_fn* on_sent, void* hint) {
   return zmq::message_t(const_cast<float*>(data.data()), data.size_bytes(), on_sent, hint);
 }
