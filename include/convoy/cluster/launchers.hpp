@@ -147,50 +147,40 @@ inline Cluster rank_cluster(RankInfo const& info, Environment const& env) {
   return c;
 }
 
-/// torchrun (and torch.distributed.launch): RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-/// MASTER_PORT. Applies when RANK or WORLD_SIZE is set; then both are required.
-inline std::optional<Cluster> from_torchrun(Environment const& env) {
-  if (!env.has("RANK") && !env.has("WORLD_SIZE")) return std::nullopt;
-  RankInfo info{.source = "torchrun",
-                .rank_variable = "RANK",
-                .size_variable = "WORLD_SIZE",
-                .local_rank_variable = "LOCAL_RANK"};
-  std::string const because = env.has("RANK") ? "RANK is set" : "WORLD_SIZE is set";
-  info.rank = detail::require_variable(env, "RANK", "torchrun", because);
-  info.size = detail::require_variable(env, "WORLD_SIZE", "torchrun", because);
-  info.local_rank = detail::read_count(env, "LOCAL_RANK").value_or(0);
+/// A launcher that gives a rank, a size and a local rank in three variables: applies when either
+/// of the first two is set; then both are required.
+inline std::optional<Cluster> from_rank_variables(Environment const& env, std::string const& source,
+                                                  std::string const& rank,
+                                                  std::string const& size,
+                                                  std::string const& local_rank) {
+  if (!env.has(rank) && !env.has(size)) return std::nullopt;
+  RankInfo info{.source = source,
+                .rank_variable = rank,
+                .size_variable = size,
+                .local_rank_variable = local_rank};
+  std::string const because = (env.has(rank) ? rank : size) + " is set";
+  info.rank = detail::require_variable(env, rank, source, because);
+  info.size = detail::require_variable(env, size, source, because);
+  info.local_rank = detail::read_count(env, local_rank).value_or(0);
   return rank_cluster(info, env);
+}
+
+/// torchrun (and torch.distributed.launch): RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+/// MASTER_PORT.
+inline std::optional<Cluster> from_torchrun(Environment const& env) {
+  return from_rank_variables(env, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK");
 }
 
 /// Open MPI's mpirun: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK.
-/// Applies when either of the first two is set; then both are required.
 inline std::optional<Cluster> from_open_mpi(Environment const& env) {
-  std::string const rank = "OMPI_COMM_WORLD_RANK", size = "OMPI_COMM_WORLD_SIZE";
-  if (!env.has(rank) && !env.has(size)) return std::nullopt;
-  RankInfo info{.source = "Open MPI",
-                .rank_variable = rank,
-                .size_variable = size,
-                .local_rank_variable = "OMPI_COMM_WORLD_LOCAL_RANK"};
-  std::string const because = (env.has(rank) ? rank : size) + " is set";
-  info.rank = detail::require_variable(env, rank, "Open MPI", because);
-  info.size = detail::require_variable(env, size, "Open MPI", because);
-  info.local_rank = detail::read_count(env, "OMPI_COMM_WORLD_LOCAL_RANK").value_or(0);
-  return rank_cluster(info, env);
+  return from_rank_variables(env, "Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                             "OMPI_COMM_WORLD_LOCAL_RANK");
 }
 
 /// MPICH's Hydra (and other PMI launchers): PMI_RANK, PMI_SIZE, and Hydra's MPI_LOCALRANKID for
-/// the local rank. Applies when PMI_RANK or PMI_SIZE is set; then both are required.
+/// the local rank.
 inline std::optional<Cluster> from_pmi(Environment const& env) {
-  if (!env.has("PMI_RANK") && !env.has("PMI_SIZE")) return std::nullopt;
-  RankInfo info{.source = "MPICH/PMI",
-                .rank_variable = "PMI_RANK",
-                .size_variable = "PMI_SIZE",
-                .local_rank_variable = "MPI_LOCALRANKID"};
-  std::string const because = env.has("PMI_RANK") ? "PMI_RANK is set" : "PMI_SIZE is set";
-  info.rank = detail::require_variable(env, "PMI_RANK", "MPICH/PMI", because);
-  info.size = detail::require_variable(env, "PMI_SIZE", "MPICH/PMI", because);
-  info.local_rank = detail::read_count(env, "MPI_LOCALRANKID").value_or(0);
-  return rank_cluster(info, env);
+  return from_rank_variables(env, "MPICH/PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID");
 }
 
 /// The host of every Slurm task: the step's node list (SLURM_STEP_NODELIST, else

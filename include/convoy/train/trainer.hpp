@@ -195,11 +195,7 @@ class Trainer {
     }
 
     auto const& after = strategy_.counters();
-    result.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    result.global_step = after.global_step;
-    result.applied = after.applied;
-    result.dropped = after.dropped;
+    count(result, start);
     result.epochs = static_cast<double>(after.batches()) / batches_per_epoch;
     // Rows of applied gradients only: a dropped gradient trained nothing.
     double const rows = static_cast<double>(after.applied - before.applied) *
@@ -270,17 +266,22 @@ class Trainer {
   }
 
  private:
-  // A cluster's ps task: serves its shard until every worker is done.
-  FitResult serve(RunPlan const& plan, std::ostream* log) {
-    auto const start = std::chrono::steady_clock::now();
-    strategy_.run(plan);
-    FitResult result;
+  // The counters and the wall time since `start` into `result`.
+  void count(FitResult& result, std::chrono::steady_clock::time_point start) const {
     auto const& after = strategy_.counters();
     result.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.global_step = after.global_step;
     result.applied = after.applied;
     result.dropped = after.dropped;
+  }
+
+  // A cluster's ps task: serves its shard until every worker is done.
+  FitResult serve(RunPlan const& plan, std::ostream* log) {
+    auto const start = std::chrono::steady_clock::now();
+    strategy_.run(plan);
+    FitResult result;
+    count(result, start);
     if (log) {
       *log << "convoy: served " << result.global_step << " global steps in " << result.seconds
            << " s" << std::endl;
