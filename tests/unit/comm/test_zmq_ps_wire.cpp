@@ -115,7 +115,8 @@ TEST_CASE("a shard answers malformed messages with an error, counts them and kee
   optim::Optimizer const optimizer = optim::Sgd{0.1f};
   std::string const endpoint = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
   std::ostringstream log;
-  Shard<sync::Asynchronous> shard(pieces, optimizer, sync::Asynchronous{.timeout = std::chrono::seconds(20)},
+  auto const policy = sync::Asynchronous{.timeout = std::chrono::seconds(20)};
+  Shard<sync::Asynchronous> shard(pieces, optimizer, policy,
                                   {.index = 0, .shards = 1, .workers = 1, .endpoint = endpoint, .log = &log});
   std::thread server([&] { shard.serve(); });
 
@@ -133,7 +134,10 @@ TEST_CASE("a shard answers malformed messages with an error, counts them and kee
     REQUIRE(!reply.empty());
     return wire::decode(reply[0], "the shard");
   };
-  auto const fp = fingerprint(pieces, optimizer.name(), 1, 1);
+  auto const fp = fingerprint(pieces, optimizer, policy, 1, 1);
+  // Another learning rate, or another policy, is another configuration.
+  CHECK(fingerprint(pieces, optim::Optimizer(optim::Sgd{0.2f}), policy, 1, 1) != fp);
+  CHECK(fingerprint(pieces, optimizer, sync::BoundedStaleness<1>{}, 1, 1) != fp);
 
   std::vector<zmq::message_t> garbage;
   garbage.push_back(bytes("not a header"));

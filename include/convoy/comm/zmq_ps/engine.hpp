@@ -336,7 +336,7 @@ class Engine {
         endpoints.push_back(endpoint(cluster_.ps_address(s)));
       }
       for (std::size_t s = 0; s < cluster_.ps_count(); ++s) {
-        fingerprints_.push_back(fingerprint(map_->pieces_of(s), optimizer_.name(),
+        fingerprints_.push_back(fingerprint(map_->pieces_of(s), optimizer_, sync_,
                                             cluster_.ps_count(), cluster_.worker_count()));
       }
       auto client = std::make_unique<Client>(endpoints, static_cast<std::uint32_t>(rank()),

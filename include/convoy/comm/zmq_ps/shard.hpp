@@ -16,6 +16,8 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -31,17 +33,27 @@
 
 namespace convoy::comm::zmq_ps {
 
-/// What a shard and its workers must agree on: the shard's pieces, the optimizer and the worker
-/// count. A worker whose fingerprint differs runs another model or configuration.
-inline std::uint64_t fingerprint(std::span<place::Piece const* const> pieces,
-                                 std::string_view optimizer, std::size_t shards,
-                                 std::size_t workers) {
+/// What a shard and its workers must agree on: the shard's pieces, the optimizer with its
+/// settings, the Sync policy with its knobs, and the cluster's size. A worker whose fingerprint
+/// differs runs another model or configuration.
+template <class Sync>
+std::uint64_t fingerprint(std::span<place::Piece const* const> pieces,
+                          optim::Optimizer const& optimizer, Sync const& sync, std::size_t shards,
+                          std::size_t workers) {
   std::uint64_t h = 1469598103934665603ULL;  // FNV-1a
   auto mix = [&](std::string_view bytes) {
     for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
   };
   auto number = [&](std::uint64_t v) { mix(std::to_string(v) + ";"); };
-  mix(optimizer);
+  mix(optimizer.name());
+  std::visit(
+      [&](auto const& o) {  // the settings: a few floats, no padding
+        mix({reinterpret_cast<char const*>(&o), sizeof o});
+      },
+      optimizer.get());
+  mix(Sync::name);
+  if constexpr (requires { sync.replicas_to_aggregate; }) number(static_cast<std::uint64_t>(sync.replicas_to_aggregate));
+  if constexpr (requires { Sync::staleness; }) number(static_cast<std::uint64_t>(Sync::staleness));
   number(shards);
   number(workers);
   for (auto const* p : pieces) {
@@ -77,7 +89,7 @@ class Shard {
       : options_(std::move(options)),
         optimizer_(optimizer),
         sync_(sync),
-        fingerprint_(fingerprint(pieces, optimizer.name(), options_.shards, options_.workers)),
+        fingerprint_(fingerprint(pieces, optimizer, sync, options_.shards, options_.workers)),
         rules_(sync.make_rules(counters_)) {
     for (auto const* p : pieces) pieces_.push_back(*p);
     for (auto const& p : pieces_) elements_ += p.end - p.begin;
