@@ -90,14 +90,13 @@ class Shard {
         optimizer_(optimizer),
         sync_(sync),
         fingerprint_(fingerprint(pieces, optimizer, sync, options_.shards, options_.workers)),
+        counters_{.local_steps = std::vector<std::int64_t>(options_.workers, 0)},
         rules_(sync.make_rules(counters_)) {
     for (auto const* p : pieces) pieces_.push_back(*p);
     for (auto const& p : pieces_) elements_ += p.end - p.begin;
     current_ = std::make_shared<LentBuffer>();
     current_->data.assign(elements_, 0.0f);
     slots_ = optimizer_.make_state(elements_);
-    counters_.local_steps.assign(options_.workers, 0);
-    rules_ = sync_.make_rules(counters_);
     if (rules_.accumulates()) sum_.assign(elements_, 0.0f);
   }
 
@@ -335,7 +334,9 @@ class Shard {
                           " while its previous request waits");
     }
     auto const w = h.worker;
-    if (step_unreachable()) {
+    // A gradient for a step already applied is late whatever comes next (admit() drops it below);
+    // one for the open step, when too few workers are left to complete it, ends the run.
+    if (step_unreachable() && h.tag >= rules_.open_step()) {
       reply(frames[0], h, Status::stopped, {});
       return;
     }
