@@ -413,16 +413,14 @@ int train_as(Options const& o, std::vector<std::size_t> const& sizes,
 template <class Placement, class Sync>
 using MlpStrategy = convoy::Strategy<convoy::nn::Mlp, Placement, convoy::comm::InProcess, Sync>;
 
-// --strategy ssp:S to BoundedStaleness<S>: one type per listed S.
-template <int... S>
-int train_bounded(Options const& o, std::vector<std::size_t> const& sizes,
-                  std::integer_sequence<int, S...>) {
-  namespace place = convoy::place;
-  namespace sync = convoy::sync;
+// --strategy ssp:S and ps-ssp:S to BoundedStaleness<S>: one type per listed S, each trained by
+// `train.template operator()<S>()`.
+template <int... S, class Train>
+int for_staleness(Options const& o, std::integer_sequence<int, S...>, Train train) {
   int status = 2;  // parse_strategy admits only the listed S
   auto train_if = [&]<int Staleness>() {
     if (o.strategy.n != Staleness) return false;
-    status = train_as<MlpStrategy<place::Mirrored, sync::BoundedStaleness<Staleness>>>(o, sizes);
+    status = train.template operator()<Staleness>();
     return true;
   };
   static_cast<void>((train_if.template operator()<S>() || ...));
@@ -449,19 +447,6 @@ int train_ps(Options const& o, std::vector<std::size_t> const& sizes, Sync sync 
   return train(o, trainer, load(o));
 }
 
-template <int... S>
-int train_ps_bounded(Options const& o, std::vector<std::size_t> const& sizes,
-                     std::integer_sequence<int, S...>) {
-  int status = 2;
-  auto train_if = [&]<int Staleness>() {
-    if (o.strategy.n != Staleness) return false;
-    status = train_ps<convoy::sync::BoundedStaleness<Staleness>>(o, sizes);
-    return true;
-  };
-  static_cast<void>((train_if.template operator()<S>() || ...));
-  return status;
-}
-
 // --strategy NAME to its type.
 int dispatch(Options const& o, std::vector<std::size_t> const& sizes) {
   namespace place = convoy::place;
@@ -478,13 +463,16 @@ int dispatch(Options const& o, std::vector<std::size_t> const& sizes) {
       return train_as<MlpStrategy<place::Mirrored, sync::Synchronous>>(
           o, sizes, sync::Synchronous{.replicas_to_aggregate = o.strategy.n});
     case Kind::ssp:
-      return train_bounded(o, sizes, Stalenesses{});
+      return for_staleness(o, Stalenesses{}, [&]<int S>() {
+        return train_as<MlpStrategy<place::Mirrored, sync::BoundedStaleness<S>>>(o, sizes);
+      });
     case Kind::ps_sync:
       return train_ps(o, sizes, sync::Synchronous{.replicas_to_aggregate = o.strategy.n});
     case Kind::ps_async:
       return train_ps<sync::Asynchronous>(o, sizes);
     case Kind::ps_ssp:
-      return train_ps_bounded(o, sizes, Stalenesses{});
+      return for_staleness(o, Stalenesses{},
+                           [&]<int S>() { return train_ps<sync::BoundedStaleness<S>>(o, sizes); });
   }
   return 2;
 }

@@ -23,6 +23,7 @@
 #include "../core/snapshot.hpp"
 #include "../core/variables.hpp"
 #include "../optim/optimizer.hpp"
+#include "unpacked_snapshot.hpp"
 
 namespace convoy::comm {
 
@@ -167,20 +168,7 @@ class ReplicaGroup {
   /// replica continues at the mean local step (so the data consumed, in epochs, is kept) and the
   /// generators start afresh.
   void restore(Snapshot const& s) {
-    layout().check_names(s.weights, "restore");
-    if (s.optimizer != optimizer_.name()) {
-      throw Error("convoy: the snapshot holds " + s.optimizer + " state but this strategy uses " +
-                  std::string(optimizer_.name()));
-    }
-    auto slots = optimizer_.make_state(layout().element_count());
-    optim::set_named_slots(optimizer_, slots, layout(), s.slots);
-    auto const& c = s.counters;
-    bool const negative = c.global_step < 0 || c.applied < 0 || c.dropped < 0 ||
-                          s.optimizer_updates < 0 ||
-                          std::ranges::any_of(c.local_steps, [](auto k) { return k < 0; });
-    if (negative || c.local_steps.empty()) {
-      throw Error("convoy: the snapshot's counters are negative or name no replica");
-    }
+    auto unpacked = unpack(s, layout(), optimizer_, size());
     std::vector<std::mt19937_64> generators;
     if (s.generators.size() == size()) {
       for (auto const& text : s.generators) {
@@ -189,18 +177,10 @@ class ReplicaGroup {
         if (!in) throw Error("convoy: a generator state in the snapshot does not parse");
       }
     }
-    std::vector<float> flat(layout().element_count());
-    layout().assign_named(s.weights, flat);
     // Nothing below throws but std::bad_alloc.
-    assign_flat(flat);
-    slots.updates = s.optimizer_updates;
-    slots_ = std::move(slots);
-    Counters counters = c;
-    if (c.local_steps.size() != size()) {
-      auto const mean = c.batches() / static_cast<std::int64_t>(c.local_steps.size());
-      counters.local_steps.assign(size(), mean);
-    }
-    counters_ = std::move(counters);
+    assign_flat(unpacked.weights);
+    slots_ = std::move(unpacked.slots);
+    counters_ = std::move(unpacked.counters);
     for (std::size_t r = 0; r < generators.size(); ++r) variables(r).rng() = generators[r];
   }
 

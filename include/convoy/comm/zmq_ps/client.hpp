@@ -58,20 +58,7 @@ class Client {
   std::vector<Reply> exchange(std::function<Header(std::size_t)> const& header,
                               std::function<std::vector<zmq::message_t>(std::size_t)> const& payload,
                               std::chrono::milliseconds timeout, std::string const& waiting) {
-    ++sequence_;
-    for (std::size_t s = 0; s < shards(); ++s) {
-      auto frames = payload ? payload(s) : std::vector<zmq::message_t>{};
-      Header h = header(s);
-      h.worker = worker_;
-      h.sequence = sequence_;
-      h.shard = static_cast<std::uint32_t>(s);
-      h.frames = static_cast<std::uint32_t>(frames.size());
-      sockets_[s].send(encode(h), frames.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
-      for (std::size_t i = 0; i < frames.size(); ++i) {
-        sockets_[s].send(frames[i], i + 1 == frames.size() ? zmq::send_flags::none
-                                                           : zmq::send_flags::sndmore);
-      }
-    }
+    send(header, payload);
     return receive(timeout, waiting, false);
   }
 
@@ -79,15 +66,13 @@ class Client {
   /// up to `timeout`. Throws TimeoutError naming the shards that never answered.
   std::vector<Reply> hello(std::function<Header(std::size_t)> const& header,
                            std::chrono::milliseconds timeout) {
-    ++sequence_;
-    for (std::size_t s = 0; s < shards(); ++s) {
-      Header h = header(s);
-      h.op = Op::hello;
-      h.worker = worker_;
-      h.sequence = sequence_;
-      h.shard = static_cast<std::uint32_t>(s);
-      sockets_[s].send(encode(h), zmq::send_flags::none);
-    }
+    send(
+        [&](std::size_t s) {
+          Header h = header(s);
+          h.op = Op::hello;
+          return h;
+        },
+        {});
     return receive(timeout, "to start", true);
   }
 
@@ -108,6 +93,25 @@ class Client {
   }
 
  private:
+  // One request, numbered anew, to every shard before any answer is awaited.
+  void send(std::function<Header(std::size_t)> const& header,
+            std::function<std::vector<zmq::message_t>(std::size_t)> const& payload) {
+    ++sequence_;
+    for (std::size_t s = 0; s < shards(); ++s) {
+      auto frames = payload ? payload(s) : std::vector<zmq::message_t>{};
+      Header h = header(s);
+      h.worker = worker_;
+      h.sequence = sequence_;
+      h.shard = static_cast<std::uint32_t>(s);
+      h.frames = static_cast<std::uint32_t>(frames.size());
+      sockets_[s].send(encode(h), frames.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+      for (std::size_t i = 0; i < frames.size(); ++i) {
+        sockets_[s].send(frames[i], i + 1 == frames.size() ? zmq::send_flags::none
+                                                           : zmq::send_flags::sndmore);
+      }
+    }
+  }
+
   static void give_back(void*, void* hint) {
     auto* hold = static_cast<std::shared_ptr<std::atomic<int>>*>(hint);
     (*hold)->fetch_sub(1, std::memory_order_release);

@@ -32,6 +32,7 @@
 #include "../../optim/optimizer.hpp"
 #include "../../place/sharded.hpp"
 #include "../../train/step.hpp"
+#include "../unpacked_snapshot.hpp"
 #include "client.hpp"
 #include "shard.hpp"
 #include "wire.hpp"
@@ -108,6 +109,7 @@ class Engine {
         }
       }
       map_ = std::make_unique<place::ShardMap>(placement_.shard(layout(), cluster_.ps_count()));
+      for (std::size_t s = 0; s < cluster_.ps_count(); ++s) pieces_.push_back(map_->pieces_of(s));
       counters_.local_steps.assign(cluster_.worker_count(), 0);
     }
 
@@ -144,7 +146,7 @@ class Engine {
     /// Serves this ps task's shard until every worker said goodbye.
     void serve() {
       auto const index = static_cast<std::size_t>(cluster_.index);
-      Shard<Sync> shard(map_->pieces_of(index), optimizer_, sync_,
+      Shard<Sync> shard(pieces_[index], optimizer_, sync_,
                         {.index = index,
                          .shards = cluster_.ps_count(),
                          .workers = cluster_.worker_count(),
@@ -183,7 +185,7 @@ class Engine {
             },
             [&](std::size_t s) {
               std::vector<zmq::message_t> frames;
-              for (auto const* p : map_->pieces_of(s)) {
+              for (auto const* p : pieces_[s]) {
                 frames.push_back(client_->lend_frame(
                     std::span<float const>(vars.grads()).subspan(p->begin, p->end - p->begin)));
               }
@@ -252,28 +254,13 @@ class Engine {
     }
 
     /// Sends a snapshot's weights, slots and counters to the shards, by name: it may come from a
-    /// run with another number of shards. Checks every name first, and changes nothing on such an
-    /// error; a shard that refuses (workers' gradients wait there) throws after the others took it.
+    /// run with another number of shards or workers (see comm::unpack). Checks everything first,
+    /// and changes nothing on such an error; a shard that refuses (workers' gradients wait there)
+    /// throws after the others took it.
     void restore(Snapshot const& snap) {
       refuse_on_ps("restore a snapshot");
-      layout().check_names(snap.weights, "restore");
-      if (snap.optimizer != optimizer_.name()) {
-        throw Error("convoy: the snapshot holds " + snap.optimizer + " state but this run uses " +
-                    std::string(optimizer_.name()));
-      }
-      auto state = optimizer_.make_state(layout().element_count());
-      optim::set_named_slots(optimizer_, state, layout(), snap.slots);
-      std::vector<float> weights(layout().element_count());
-      layout().assign_named(snap.weights, weights);
-      // Another worker count: keep the totals, spread the batches evenly over this run's workers.
-      Counters c = snap.counters;
-      if (c.local_steps.size() != size()) {
-        auto const total = c.batches();
-        c.local_steps.assign(size(), total / static_cast<std::int64_t>(size()));
-        for (std::size_t w = 0; w < static_cast<std::size_t>(total % static_cast<std::int64_t>(size())); ++w) {
-          ++c.local_steps[w];
-        }
-      }
+      auto const unpacked = unpack(snap, layout(), optimizer_, size());
+      auto const& c = unpacked.counters;
       connect();
       auto replies = client_->exchange(
           [&](std::size_t s) {
@@ -282,22 +269,22 @@ class Engine {
             h.applied = c.applied;
             h.dropped = c.dropped;
             h.local = c.local_steps;
-            h.optimizer_updates = snap.optimizer_updates;
+            h.optimizer_updates = unpacked.slots.updates;
             return h;
           },
           [&](std::size_t s) {
             std::vector<zmq::message_t> frames;
             auto copy = [&](std::span<float const> arena) {
-              for (auto const* p : map_->pieces_of(s)) {
+              for (auto const* p : pieces_[s]) {
                 frames.emplace_back(arena.data() + p->begin, (p->end - p->begin) * sizeof(float));
               }
             };
-            copy(weights);
-            for (auto const& slot : state.slots) copy(slot);
+            copy(unpacked.weights);
+            for (auto const& slot : unpacked.slots.slots) copy(slot);
             return frames;
           },
           sync_.timeout, "to restore a snapshot");
-      std::copy(weights.begin(), weights.end(), model_->variables().weights().begin());
+      std::ranges::copy(unpacked.weights, model_->variables().weights().begin());
       for (std::size_t s = 0; s < replies.size(); ++s) tags_[s] = replies[s].header.tag;
       counters_ = counters_of(replies[0].header);
       pulled_ = true;
@@ -336,7 +323,7 @@ class Engine {
         endpoints.push_back(endpoint(cluster_.ps_address(s)));
       }
       for (std::size_t s = 0; s < cluster_.ps_count(); ++s) {
-        fingerprints_.push_back(fingerprint(map_->pieces_of(s), optimizer_, sync_,
+        fingerprints_.push_back(fingerprint(pieces_[s], optimizer_, sync_,
                                             cluster_.ps_count(), cluster_.worker_count()));
       }
       auto client = std::make_unique<Client>(endpoints, static_cast<std::uint32_t>(rank()),
@@ -366,7 +353,7 @@ class Engine {
           client_->exchange([&](std::size_t s) { return request(Op::init, s); },
                             [&](std::size_t s) {
                               std::vector<zmq::message_t> frames;
-                              for (auto const* p : map_->pieces_of(s)) {
+                              for (auto const* p : pieces_[s]) {
                                 frames.emplace_back(vars.weights().data() + p->begin,
                                                     (p->end - p->begin) * sizeof(float));
                               }
@@ -392,7 +379,7 @@ class Engine {
     // Copies array `array` (0: weights, 1 + k: slot k) of every reply into `out`, piece by piece.
     void scatter(std::vector<Reply> const& replies, std::size_t array, std::span<float> out) {
       for (std::size_t s = 0; s < replies.size(); ++s) {
-        auto const pieces = map_->pieces_of(s);
+        auto const& pieces = pieces_[s];
         auto const& payload = replies[s].payload;
         if (payload.size() < (array + 1) * pieces.size()) {
           throw ProtocolError("convoy: ps:" + std::to_string(s) + " sent " +
@@ -424,6 +411,7 @@ class Engine {
     std::unique_ptr<Model> model_;
     Cluster cluster_;
     std::unique_ptr<place::ShardMap> map_;
+    std::vector<std::vector<place::Piece const*>> pieces_;  ///< each shard's, from map_, once
     optim::Optimizer optimizer_ = optim::Sgd{};
     Counters counters_;
     std::unique_ptr<Client> client_;
