@@ -28,6 +28,7 @@
 #include "../core/error.hpp"
 #include "../core/snapshot.hpp"
 #include "../core/tensor.hpp"
+#include "checkpoint_parts.hpp"
 #include "weights.hpp"
 
 namespace convoy::io {
@@ -244,7 +245,9 @@ inline std::string checkpoint_problem(Checkpoint const& c) {
 inline std::optional<pid_t> temporary_writer(std::string const& name) {
   constexpr std::string_view marker = ".tmp-";
   auto const at = name.rfind(marker);
-  if (at == std::string::npos || !checkpoint_step(name.substr(0, at))) return std::nullopt;
+  if (at == std::string::npos) return std::nullopt;
+  auto const base = name.substr(0, at);
+  if (!checkpoint_step(base) && !is_part_file(base)) return std::nullopt;
   char const* first = name.data() + at + marker.size();
   char const* last = name.data() + name.size();
   if (first == last || !std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) {
@@ -257,6 +260,22 @@ inline std::optional<pid_t> temporary_writer(std::string const& name) {
   return pid;
 }
 
+// Removes the part files in `dir` whose step is not one of `kept` (parts of deleted checkpoints,
+// or of saves that never committed). A file that cannot be removed is left.
+inline void remove_unreferenced_parts(std::filesystem::path const& dir,
+                                      std::vector<std::int64_t> const& kept) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) return;
+  for (auto const& entry : it) {
+    auto const name = entry.path().filename().string();
+    if (!is_part_file(name)) continue;
+    auto const step = checkpoint_step(name.substr(0, name.find('.')) + std::string(checkpoint_suffix));
+    if (step && std::find(kept.begin(), kept.end(), *step) != kept.end()) continue;
+    std::filesystem::remove(entry.path(), ec);
+  }
+}
+
 }  // namespace detail
 
 /// The file name save_checkpoint() gives `step`: "checkpoint-0000000042.convoy" (ten digits, more
@@ -266,6 +285,56 @@ inline std::string checkpoint_file_name(std::int64_t step) {
   if (digits.size() < 10) digits.insert(0, 10 - digits.size(), '0');
   return std::string(detail::checkpoint_prefix) + digits + std::string(detail::checkpoint_suffix);
 }
+
+namespace detail {
+
+// save_checkpoint() and save_checkpoint_manifest(): a manifest, when given, follows the
+// checkpoint in the payload and marks the file as one whose weights lie in parts.
+inline std::filesystem::path save_checkpoint_file(std::filesystem::path const& dir,
+                                                  Checkpoint const& checkpoint,
+                                                  Manifest const* manifest, std::size_t keep) {
+  std::int64_t const step = checkpoint.state.counters.global_step;
+  if (step < 0) {
+    throw CheckpointError("convoy: cannot save a checkpoint of step " + std::to_string(step) +
+                          " to '" + dir.string() + "'; steps start at 0");
+  }
+  auto const file = dir / checkpoint_file_name(step);
+  // Refused here rather than when resuming: a checkpoint that cannot be loaded is no checkpoint.
+  if (auto const problem = checkpoint_problem(checkpoint); !problem.empty()) {
+    throw CheckpointError("convoy: refusing to save checkpoint '" + file.string() +
+                          "': " + problem);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw CheckpointError("convoy: cannot create checkpoint directory '" + dir.string() +
+                          "': " + ec.message());
+  }
+  write_atomically(file, [&](std::ostream& out) {
+    write_framed(out, manifest ? manifest_kind : checkpoint_kind, [&](std::ostream& payload) {
+      cereal::PortableBinaryOutputArchive ar(payload);
+      ar(checkpoint);
+      if (manifest) save_manifest(ar, *manifest);
+    });
+  });
+  if (keep > 0) {
+    auto const all = list_checkpoints(dir);
+    std::vector<std::int64_t> kept;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      // A failed delete only costs disk space; the new checkpoint is safely written, so the save
+      // must not report failure for it.
+      if (i < keep || all[i].second == file) {
+        kept.push_back(all[i].first);
+      } else {
+        std::filesystem::remove(all[i].second, ec);
+      }
+    }
+    remove_unreferenced_parts(dir, kept);
+  }
+  return file;
+}
+
+}  // namespace detail
 
 /// Writes `checkpoint` to `dir/checkpoint_file_name(step)` and returns that path. The file appears
 /// whole or not at all: it is written to a temporary file in `dir`, flushed, fsynced and renamed,
@@ -277,38 +346,19 @@ inline std::string checkpoint_file_name(std::int64_t step) {
 /// naming the path and the system's reason when the file cannot be written.
 inline std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
                                              Checkpoint const& checkpoint, std::size_t keep = 3) {
-  std::int64_t const step = checkpoint.state.counters.global_step;
-  if (step < 0) {
-    throw CheckpointError("convoy: cannot save a checkpoint of step " + std::to_string(step) +
-                          " to '" + dir.string() + "'; steps start at 0");
-  }
-  auto const file = dir / checkpoint_file_name(step);
-  // Refused here rather than when resuming: a checkpoint that cannot be loaded is no checkpoint.
-  if (auto const problem = detail::checkpoint_problem(checkpoint); !problem.empty()) {
-    throw CheckpointError("convoy: refusing to save checkpoint '" + file.string() +
-                          "': " + problem);
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    throw CheckpointError("convoy: cannot create checkpoint directory '" + dir.string() +
-                          "': " + ec.message());
-  }
-  detail::write_atomically(file, [&](std::ostream& out) {
-    detail::write_framed(out, detail::checkpoint_kind, [&](std::ostream& payload) {
-      cereal::PortableBinaryOutputArchive ar(payload);
-      ar(checkpoint);
-    });
-  });
-  if (keep > 0) {
-    auto const all = detail::list_checkpoints(dir);
-    for (std::size_t i = keep; i < all.size(); ++i) {
-      // A failed delete only costs disk space; the new checkpoint is safely written, so the save
-      // must not report failure for it.
-      if (all[i].second != file) std::filesystem::remove(all[i].second, ec);
-    }
-  }
-  return file;
+  return detail::save_checkpoint_file(dir, checkpoint, nullptr, keep);
+}
+
+/// Writes the manifest of a checkpoint whose weights and slots the shards wrote in parts
+/// (save_checkpoint_part, one per shard, with `manifest.nonce`), as save_checkpoint() writes a
+/// checkpoint: `checkpoint` holds the counters, optimizer and data seed, and no weights or slots.
+/// Its renaming into place commits the checkpoint. Then keeps the `keep` newest checkpoints as
+/// save_checkpoint() does and removes every part file that belongs to none of them.
+inline std::filesystem::path save_checkpoint_manifest(std::filesystem::path const& dir,
+                                                      Checkpoint const& checkpoint,
+                                                      Manifest const& manifest,
+                                                      std::size_t keep = 3) {
+  return detail::save_checkpoint_file(dir, checkpoint, &manifest, keep);
 }
 
 /// Reads a checkpoint written by save_checkpoint(). Blocks on file I/O (it reads the file twice:
@@ -321,12 +371,16 @@ inline std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
 /// no generators or one per local step, each a whole std::mt19937_64 state; finite weights and
 /// slots; slots named "<weight>/<slot>" with their weight's shape.
 inline Checkpoint load_checkpoint(std::filesystem::path const& file) {
+  bool const in_parts = detail::starts_with_magic(file, detail::manifest_kind);
   auto framed = detail::check_framed<CheckpointError>(
-      detail::open_for_reading<CheckpointError>(file, "checkpoint"), file, detail::checkpoint_kind);
+      detail::open_for_reading<CheckpointError>(file, "checkpoint"), file,
+      in_parts ? detail::manifest_kind : detail::checkpoint_kind);
   Checkpoint checkpoint;
+  Manifest manifest;
   try {
     cereal::PortableBinaryInputArchive ar(framed.in);
     ar(checkpoint);
+    if (in_parts) detail::load_manifest(ar, manifest);
   } catch (cereal::Exception const& e) {
     throw framed.fail("has a payload that cannot be parsed (cereal: " + std::string(e.what()) +
                       ")");
@@ -334,6 +388,17 @@ inline Checkpoint load_checkpoint(std::filesystem::path const& file) {
     throw framed.fail("has a payload that cannot be parsed: " + std::string(e.what()));
   }
   framed.require_consumed();
+  if (in_parts) {
+    if (!checkpoint.state.weights.empty() || !checkpoint.state.slots.empty()) {
+      throw framed.fail("lists parts and holds weights too");
+    }
+    try {
+      detail::assemble(file.parent_path(), manifest, checkpoint.state.weights,
+                       checkpoint.state.slots);
+    } catch (CheckpointError const& e) {
+      throw framed.fail("cannot be put together from its parts: " + std::string(e.what()));
+    }
+  }
   if (auto const problem = detail::checkpoint_problem(checkpoint); !problem.empty()) {
     throw framed.fail("fails validation: " + problem);
   }
@@ -389,7 +454,8 @@ inline std::optional<LoadedCheckpoint> load_latest_checkpoint(std::filesystem::p
 }
 
 /// Removes the temporary files save_checkpoint() leaves in `dir` when its process dies mid-write
-/// (`checkpoint-<step>.convoy.tmp-<pid>`) whose writer is gone: kill(pid, 0) fails with ESRCH.
+/// (`checkpoint-<step>.convoy.tmp-<pid>`, and a part's `checkpoint-<step>.part-<s>-of-<n>.convoy.part
+/// .tmp-<pid>`) whose writer is gone: kill(pid, 0) fails with ESRCH.
 /// Files of live processes are kept, this process's included, as their writer may still finish;
 /// other files are never touched. Returns how many were removed; 0 when `dir` is absent. Only for
 /// a directory written from this machine's process namespace: a pid from elsewhere means nothing

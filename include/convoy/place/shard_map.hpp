@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
+#include <map>
 #include <ostream>
 #include <span>
 #include <string>
@@ -26,6 +27,7 @@ struct Piece {
   std::size_t begin;     ///< first element, in the model's flat arena (Variables layout order)
   std::size_t end;       ///< one past the last element, same arena
   std::size_t offset;    ///< first element in its shard's own arena (set by ShardMap)
+  std::size_t first = 0; ///< first element within its variable (set by ShardMap): its key by name
 
   std::size_t size() const { return end - begin; }
   friend bool operator==(Piece const&, Piece const&) = default;
@@ -81,7 +83,10 @@ class ShardMap {
           "or more ps tasks");
     }
     check_and_sort(layout);
+    std::map<std::string_view, std::size_t> starts;
+    for (auto const& v : variables_) starts.emplace(v.name, v.offset);
     for (auto& piece : pieces_) {
+      piece.first = piece.begin - starts.at(piece.variable);
       piece.offset = elements_[piece.shard];
       elements_[piece.shard] += piece.size();
     }

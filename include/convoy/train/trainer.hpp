@@ -237,7 +237,12 @@ class Trainer {
   /// Writes a checkpoint of the strategy's snapshot into `dir`; returns its path. Blocks while
   /// writing (in asynchronous runs every replica that finishes a step meanwhile waits for it).
   std::filesystem::path save_checkpoint(std::filesystem::path const& dir, std::uint64_t data_seed) {
-    return io::save_checkpoint(dir, io::Checkpoint{strategy_.snapshot(), data_seed});
+    // A cluster's shards write their own parts, committed by the chief's manifest.
+    if constexpr (requires { strategy_.engine().state().save_checkpoint(dir, data_seed); }) {
+      return strategy_.engine().state().save_checkpoint(dir, data_seed);
+    } else {
+      return io::save_checkpoint(dir, io::Checkpoint{strategy_.snapshot(), data_seed});
+    }
   }
 
   /// Restores weights, optimizer slots, counters and generator states from `file`; returns the

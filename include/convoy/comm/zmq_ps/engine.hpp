@@ -18,8 +18,10 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <filesystem>
 #include <optional>
 #include <ostream>
+#include <random>
 #include <span>
 #include <string>
 #include <utility>
@@ -29,6 +31,7 @@
 #include "../../core/concepts.hpp"
 #include "../../core/error.hpp"
 #include "../../core/snapshot.hpp"
+#include "../../io/checkpoint.hpp"
 #include "../../optim/optimizer.hpp"
 #include "../../place/sharded.hpp"
 #include "../../train/step.hpp"
@@ -251,6 +254,50 @@ class Engine {
       out.optimizer_updates = replies[0].header.optimizer_updates;
       out.counters = counters_of(replies[0].header);
       return out;
+    }
+
+    /// Writes a checkpoint into `dir` in parts: every shard writes its own variables and slots by
+    /// name, then this worker (the chief) writes the manifest that commits them (see
+    /// io/checkpoint_parts.hpp); returns the manifest's path. The shards must see `dir` as this
+    /// task does. Throws CheckpointError when a shard cannot write its part (the previous
+    /// checkpoint stays the latest) and TimeoutError when a shard does not answer.
+    std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
+                                          std::uint64_t data_seed, std::size_t keep = 3) {
+      refuse_on_ps("save a checkpoint");
+      connect();
+      // Binds the parts to this save: a part left by a save that never committed is refused.
+      auto const nonce = static_cast<std::int64_t>(std::random_device{}() |
+                                                   std::uint64_t{std::random_device{}()} << 32);
+      auto const where = std::filesystem::absolute(dir).lexically_normal();
+      std::vector<Reply> replies;
+      try {
+        replies = client_->exchange(
+            [&](std::size_t s) {
+              auto h = request(Op::save, s);
+              h.tag = nonce;
+              h.global_step = counters_.global_step;
+              h.text = where.string();
+              return h;
+            },
+            {}, sync_.timeout, "to write its checkpoint part");
+      } catch (TimeoutError const&) {
+        throw;
+      } catch (Error const& e) {
+        throw CheckpointError(e.what());
+      }
+      io::Checkpoint manifest_state;
+      auto& state = manifest_state.state;
+      state.optimizer = std::string(optimizer_.name());
+      state.optimizer_updates = replies[0].header.optimizer_updates;
+      state.counters = counters_of(replies[0].header);
+      manifest_state.data_seed = data_seed;
+      io::Manifest manifest;
+      manifest.nonce = static_cast<std::uint64_t>(nonce);
+      for (auto const& v : layout().list()) manifest.shapes.emplace(v.name, io::detail::to_dims(v.shape));
+      for (auto const& r : replies) manifest.parts.push_back(r.header.text);
+      // The parts are named for the step this worker asked for; the manifest for shard 0's step
+      // when it wrote its part, which is later in an asynchronous run.
+      return io::save_checkpoint_manifest(where, manifest_state, manifest, keep);
     }
 
     /// Sends a snapshot's weights, slots and counters to the shards, by name: it may come from a

@@ -26,6 +26,7 @@
 #include "../../core/error.hpp"
 #include "../../core/snapshot.hpp"
 #include "../../exec/host.hpp"
+#include "../../io/checkpoint_parts.hpp"
 #include "../../optim/optimizer.hpp"
 #include "../../place/sharded.hpp"
 #include "../../sync/rules.hpp"
@@ -252,6 +253,7 @@ class Shard {
         case Op::pull: return pull(frames, h);
         case Op::snapshot: return snapshot(frames, h);
         case Op::bye: return bye(frames, h);
+        case Op::save: return save(frames, h);
       }
     } catch (ProtocolError const& e) {
       ++malformed_;
@@ -407,6 +409,40 @@ class Shard {
     reply(frames[0], h, Status::ok, std::move(out));
   }
 
+  // Writes this shard's part of a checkpoint, by variable name, into the directory the chief
+  // names; the answer carries the part's file name for the chief's manifest. A part that cannot
+  // be written (disk full, no permission) fails that save, not the shard: it is answered with the
+  // reason and the shard serves on.
+  void save(std::vector<zmq::message_t>& frames, Header const& h) {
+    check_payload(frames, h, 0);
+    io::PartView part{.step = h.global_step,
+                      .shard = options_.index,
+                      .shards = options_.shards,
+                      .nonce = static_cast<std::uint64_t>(h.tag),
+                      .optimizer = std::string(optimizer_.name())};
+    for (auto const& slot : optimizer_.slot_names()) {
+      part.slot_suffixes.push_back(optim::slot_suffix(slot));
+    }
+    std::span<float const> const weights(current_->data);
+    for (auto const& p : pieces_) {
+      auto const n = p.end - p.begin;
+      io::PartPieceView piece{&p.variable, p.first, weights.subspan(p.offset, n), {}};
+      for (auto const& slot : slots_.slots) {
+        piece.slots.push_back(std::span<float const>(slot).subspan(p.offset, n));
+      }
+      part.pieces.push_back(std::move(piece));
+    }
+    std::string file;
+    try {
+      file = io::save_checkpoint_part(h.text, part);
+    } catch (Error const& e) {
+      if (options_.log) *options_.log << "convoy: " << name() << ": " << e.what() << std::endl;
+      reply_error(frames[0], h, "convoy: " + name() + " cannot write its checkpoint part: " + e.what());
+      return;
+    }
+    reply(frames[0], h, Status::ok, {}, std::move(file));
+  }
+
   void bye(std::vector<zmq::message_t>& frames, Header const& h) {
     if (std::find(goodbyes_.begin(), goodbyes_.end(), h.worker) == goodbyes_.end()) {
       goodbyes_.push_back(h.worker);
@@ -540,7 +576,7 @@ class Shard {
   }
 
   void reply(zmq::message_t& peer, Header const& request, Status status,
-             std::vector<zmq::message_t> payload) {
+             std::vector<zmq::message_t> payload, std::string text = {}) {
     Header h;
     h.op = request.op;
     h.status = status;
@@ -557,6 +593,7 @@ class Shard {
     h.optimizer_updates = slots_.updates;
     h.initialized = initialized_ ? 1 : 0;
     h.local = counters_.local_steps;
+    h.text = std::move(text);
     send(peer, h, std::move(payload));
   }
   void reply_error(zmq::message_t& peer, Header const& request, std::string const& why) {

@@ -25,7 +25,7 @@
 namespace convoy::comm::zmq_ps {
 
 inline constexpr std::uint32_t wire_magic = 0x53505643;  // "CVPS" read as little-endian bytes
-inline constexpr std::uint32_t protocol_version = 1;
+inline constexpr std::uint32_t protocol_version = 2;  // 2: Op::save
 /// Headers are small; a frame claiming more is refused before it is read.
 inline constexpr std::size_t max_header_bytes = 64 * 1024;
 
@@ -38,6 +38,9 @@ enum class Op : std::uint8_t {
   pull = 5,      ///< the current weights, now, whatever the policy (evaluation, snapshots)
   snapshot = 6,  ///< weights, slots, counters
   bye = 7,       ///< the worker is done; the shard stops once every worker said it
+  save = 8,      ///< write the shard's part of a checkpoint into the directory `text` names, for
+                 ///< step `global_step`, bound to one save by the nonce in `tag`; the reply's
+                 ///< `text` is the part's file name
 };
 
 /// How a shard answered.
@@ -97,6 +100,7 @@ inline std::string describe(Op op) {
     case Op::pull: return "pull";
     case Op::snapshot: return "snapshot";
     case Op::bye: return "bye";
+    case Op::save: return "save";
   }
   return "operation " + std::to_string(static_cast<int>(op));
 }
@@ -154,7 +158,7 @@ inline Header decode(zmq::message_t const& frame, std::string const& from) {
   } catch (std::exception const& e) {
     throw ProtocolError("convoy: a malformed header from " + from + ": " + e.what());
   }
-  if (h.op < Op::hello || h.op > Op::bye || h.status > Status::stopped) {
+  if (h.op < Op::hello || h.op > Op::save || h.status > Status::stopped) {
     throw ProtocolError("convoy: " + from + " sent an unknown operation or status");
   }
   return h;
