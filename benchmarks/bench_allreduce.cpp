@@ -8,7 +8,8 @@
 // the copy reads and writes one arena: 2 x size. Also printed, NCCL's bus bandwidth convention:
 // size x 2(R-1)/R / time.
 //
-// Run: build/benchmarks/bench_allreduce [--replicas N] [--iterations N]
+// Run: build/benchmarks/bench_allreduce [--replicas N] [--iterations N] [--quick] [--csv PATH]
+//      [--json PATH]; --help lists the options.
 #include <algorithm>
 #include <barrier>
 #include <chrono>
@@ -19,6 +20,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "options.hpp"
+#include "report.hpp"
 
 using namespace convoy;
 
@@ -70,19 +74,29 @@ std::pair<double, double> median_seconds(std::size_t threads, int iterations, Fi
 int main(int argc, char** argv) {
   std::size_t replicas = std::max(2u, std::thread::hardware_concurrency());
   int iterations = 21;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string const arg = argv[i];
-    if (arg == "--replicas") replicas = std::stoul(argv[i + 1]);
-    if (arg == "--iterations") iterations = std::max(3, std::stoi(argv[i + 1]));
-  }
+  bool quick = false;
+  bench::CommandLine cli("bench_allreduce",
+                         "The in-process synchronous exchange against a memory copy, in bytes/s.");
+  cli.integer("--replicas", "N", replicas, std::size_t{1},
+              "replica threads (default: the hardware thread count, at least 2)");
+  cli.integer("--iterations", "N", iterations, 1,
+              "timed iterations of each, median kept (default 21; raised to 3)");
+  cli.flag("--quick", quick, "a smoke run: 5 iterations over arenas of 1.6, 4.2 and 16.8 MB");
+  if (auto const status = cli.parse(argc, argv)) return *status;
+  bench::Results results(cli);
+  if (!results.ok()) return 2;
+  iterations = std::max(3, quick ? std::min(iterations, 5) : iterations);
   std::printf("in-process synchronous exchange, %zu replica threads, median of %d iterations\n",
               replicas, iterations);
   std::printf("%12s %14s %14s %10s %14s\n", "arena MB", "copy GB/s", "exchange GB/s", "ratio",
               "bus GB/s");
-  std::string json =
-      "{\"benchmark\":\"allreduce\",\"replicas\":" + std::to_string(replicas) + ",\"results\":[";
+  bench::Record record;
+  record.set("benchmark", "allreduce").set("replicas", replicas);
   // 397,510 floats is the Fashion-MNIST MLP; the larger arenas do not fit in any cache.
-  for (std::size_t floats : {std::size_t{397510}, std::size_t{4} << 20, std::size_t{16} << 20}) {
+  std::vector<std::size_t> const sizes =
+      quick ? std::vector<std::size_t>{397510, std::size_t{1} << 20, std::size_t{4} << 20}
+            : std::vector<std::size_t>{397510, std::size_t{4} << 20, std::size_t{16} << 20};
+  for (std::size_t floats : sizes) {
     double const bytes = static_cast<double>(floats * sizeof(float));
     std::vector<std::vector<float>> grads(replicas, std::vector<float>(floats, 1e-3f));
     std::vector<std::vector<float>> weights(replicas, std::vector<float>(floats, 1.0f));
@@ -115,13 +129,13 @@ int main(int argc, char** argv) {
     double const bus = bytes * 2.0 * (r - 1.0) / r / exchange;
     std::printf("%12.1f %14.2f %14.2f %10.3f %14.2f\n", bytes / 1e6, copy_rate / 1e9,
                 exchange_rate / 1e9, exchange_rate / copy_rate, bus / 1e9);
-    char item[256];
-    std::snprintf(item, sizeof item,
-                  "%s{\"bytes\":%.0f,\"copy_bytes_per_s\":%.4g,\"exchange_bytes_per_s\":%.4g,"
-                  "\"ratio\":%.4f,\"bus_bytes_per_s\":%.4g}",
-                  floats == 397510 ? "" : ",", bytes, copy_rate, exchange_rate,
-                  exchange_rate / copy_rate, bus);
-    json += item;
+    record.add("results", bench::Record{}
+                              .set("bytes", static_cast<std::int64_t>(bytes))
+                              .set("copy_bytes_per_s", copy_rate)
+                              .set("exchange_bytes_per_s", exchange_rate)
+                              .set("ratio", exchange_rate / copy_rate)
+                              .set("bus_bytes_per_s", bus));
   }
-  std::printf("%s]}\n", json.c_str());
+  results.add(std::move(record));
+  return results.write() ? 0 : 1;
 }

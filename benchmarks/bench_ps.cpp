@@ -7,7 +7,8 @@
 //    workers under each Sync policy, against in-process Mirrored with 2 replicas.
 // Every task is a real process, started by this program (see tests/support/processes.hpp).
 //
-// Run: build/benchmarks/bench_ps [--quick] [--keep-heap]
+// Run: build/benchmarks/bench_ps [--quick] [--keep-heap] [--csv PATH] [--json PATH]; --help lists
+//      the options.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -25,7 +26,9 @@
 #include <thread>
 #include <vector>
 
+#include "options.hpp"
 #include "processes.hpp"
+#include "report.hpp"
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
 
@@ -211,31 +214,25 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string const arg = argv[i];
-    if (arg == "--quick") {
-      quick = true;
-    } else if (arg == "--keep-heap") {
-      // glibc maps every block over its (adaptive, at most 32 MiB) threshold afresh and unmaps it
-      // on free, so each received frame page-faults in; a high threshold keeps freed frames.
-      setenv("CONVOY_BENCH_HEAP", "1", 1);
-    } else if (arg == "--help") {
-      std::cout << "usage: bench_ps [--quick] [--keep-heap]\n"
-                   "  --quick      fewer steps, for a smoke run\n"
-                   "  --keep-heap  every task raises glibc's mmap and trim thresholds to 1 GiB\n";
-      return 0;
-    } else {
-      std::cerr << "bench_ps: unknown option '" << arg << "'; see --help\n";
-      return 2;
-    }
-  }
+  bool quick = false, keep_heap = false;
+  bench::CommandLine cli("bench_ps",
+                         "Parameter-server push+pull bytes/s against TCP, and training samples/s "
+                         "under each Sync against Mirrored; every task a process on loopback.");
+  cli.flag("--quick", quick, "fewer steps, for a smoke run");
+  cli.flag("--keep-heap", keep_heap,
+           "every task raises glibc's mmap and trim thresholds to 1 GiB");
+  if (auto const status = cli.parse(argc, argv)) return *status;
+  bench::Results results(cli);
+  if (!results.ok()) return 2;
+  // glibc maps every block over its (adaptive, at most 32 MiB) threshold afresh and unmaps it on
+  // free, so each received frame page-faults in; a high threshold keeps freed frames.
+  if (keep_heap) setenv("CONVOY_BENCH_HEAP", "1", 1);
   program = argv[0];
-  std::string json = "{\"benchmark\":\"ps\",\"exchange\":[";
+  bench::Record record;
+  record.set("benchmark", "ps").set("quick", quick ? 1 : 0).set("keep_heap", keep_heap ? 1 : 0);
 
   std::printf("Parameter-server exchange on loopback: push + pull bytes/s, against TCP socket pairs\n");
   std::printf("%8s %14s %14s %14s %8s\n", "model", "shards+workers", "ZmqPs GB/s", "TCP GB/s", "ratio");
-  bool first = true;
   for (std::size_t megabytes : {1, 4, 16, 64}) {
     std::int64_t const steps = std::max<std::int64_t>(quick ? 3 : 8, (quick ? 64 : 512) / static_cast<std::int64_t>(megabytes));
     for (int n : {1, 2}) {
@@ -245,14 +242,15 @@ int main(int argc, char** argv) {
       for (int w = 0; w < n; ++w) ps += read_number(dir / ("exchange-" + std::to_string(w) + ".txt"));
       double const tcp = tcp_reference(megabytes * mib, n, static_cast<int>(steps));
       std::printf("%5zu MiB %10d+%-3d %14.3f %14.3f %8.2f\n", megabytes, n, n, ps / 1e9, tcp / 1e9, ps / tcp);
-      json += std::string(first ? "" : ",") + "{\"mib\":" + std::to_string(megabytes) +
-              ",\"shards\":" + std::to_string(n) + ",\"workers\":" + std::to_string(n) +
-              ",\"bytes_per_second\":" + std::to_string(ps) +
-              ",\"tcp_bytes_per_second\":" + std::to_string(tcp) + ",\"ratio\":" + std::to_string(ps / tcp) + "}";
-      first = false;
+      record.add("exchange", bench::Record{}
+                                 .set("mib", megabytes)
+                                 .set("shards", n)
+                                 .set("workers", n)
+                                 .set("bytes_per_second", ps)
+                                 .set("tcp_bytes_per_second", tcp)
+                                 .set("ratio", ps / tcp));
     }
   }
-  json += "],\"training\":[";
 
   std::int64_t const steps = quick ? 40 : 300;
   double const mirrored = mirrored_reference(steps);
@@ -260,7 +258,6 @@ int main(int argc, char** argv) {
               static_cast<long long>(steps));
   std::printf("%-28s %8s %14s %8s\n", "strategy", "workers", "samples/s", "ratio");
   std::printf("%-28s %8d %14.0f %8.2f\n", "Mirrored, InProcess", 2, mirrored, 1.0);
-  first = true;
   for (std::string sync : {"sync", "async", "ssp2"}) {
     for (int workers : {1, 2}) {
       testing::TempDir dir("bench-ps");
@@ -268,14 +265,14 @@ int main(int argc, char** argv) {
       double const s = read_number(dir / "train.txt");
       std::string const label = "Sharded, ZmqPs, " + std::string(sync == "sync" ? "Synchronous" : sync == "async" ? "Asynchronous" : "BoundedStaleness<2>");
       std::printf("%-28s %8d %14.0f %8.2f\n", label.c_str(), workers, s, s / mirrored);
-      json += std::string(first ? "" : ",") + "{\"sync\":\"" + sync + "\",\"workers\":" +
-              std::to_string(workers) + ",\"samples_per_second\":" + std::to_string(s) +
-              ",\"mirrored_samples_per_second\":" + std::to_string(mirrored) +
-              ",\"ratio\":" + std::to_string(s / mirrored) + "}";
-      first = false;
+      record.add("training", bench::Record{}
+                                 .set("sync", sync)
+                                 .set("workers", workers)
+                                 .set("samples_per_second", s)
+                                 .set("mirrored_samples_per_second", mirrored)
+                                 .set("ratio", s / mirrored));
     }
   }
-  json += "]}";
-  std::printf("%s\n", json.c_str());
-  return 0;
+  results.add(std::move(record));
+  return results.write() ? 0 : 1;
 }

@@ -6,8 +6,10 @@
 // the same rows of data; samples/sec counts rows of applied gradients. Every figure is a ratio to a
 // reference measured in the same run; "vs 1 replica" is against the Host strategy.
 //
-// Run: build/benchmarks/bench_training [--repeats N] [--steps N] [--model HIDDEN,BATCH]
+// Run: build/benchmarks/bench_training [--repeats N] [--steps N] [--model HIDDEN,BATCH] [--quick]
+//      [--csv PATH] [--json PATH]; --help lists the options.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <convoy/convoy.hpp>
 #include <cstdio>
@@ -15,6 +17,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "options.hpp"
+#include "report.hpp"
 
 using namespace convoy;
 
@@ -83,8 +88,9 @@ struct Model {
 
 }  // namespace
 
-// One model's table and JSON line. Returns nothing; prints.
-void bench_model(io::Dataset const& data, std::string const& source, Model const& m, int repeats) {
+// One model's table; returns its record (the JSON line).
+bench::Record bench_model(io::Dataset const& data, std::string const& source, Model const& m,
+                          int repeats) {
   std::vector<std::size_t> const sizes{784, m.hidden, 10};
   auto const steps = m.steps;
   auto const batch = m.batch;
@@ -143,34 +149,71 @@ void bench_model(io::Dataset const& data, std::string const& source, Model const
       100 * (1.0 - one / plain), mirrored.samples_per_second / one, async.samples_per_second / one,
       async.samples_per_second / half, independent.samples_per_second / one,
       independent.samples_per_second / half);
-  std::printf("{\"benchmark\":\"training\",\"model\":\"784-%zu-10\",\"batch\":%zu,\"steps\":%lld",
-              m.hidden, batch, static_cast<long long>(steps));
-  for (auto const& f : figures) std::printf(",\"%s\":%.0f", f.key.c_str(), f.samples_per_second);
-  std::printf(",\"overhead\":%.4f,\"mirrored_2_over_1\":%.3f,\"asynchronous_2_over_1\":%.3f,"
-              "\"asynchronous_2_over_1_half_batch\":%.3f,\"independent_2_over_1\":%.3f,"
-              "\"independent_2_over_1_half_batch\":%.3f}\n",
-              1.0 - one / plain, mirrored.samples_per_second / one, async.samples_per_second / one,
-              async.samples_per_second / half, independent.samples_per_second / one,
-              independent.samples_per_second / half);
+  bench::Record record;
+  record.set("benchmark", "training")
+      .set("model", "784-" + std::to_string(m.hidden) + "-10")
+      .set("batch", batch)
+      .set("steps", steps);
+  for (auto const& f : figures) record.set(f.key, f.samples_per_second);
+  record.set("overhead", 1.0 - one / plain)
+      .set("mirrored_2_over_1", mirrored.samples_per_second / one)
+      .set("asynchronous_2_over_1", async.samples_per_second / one)
+      .set("asynchronous_2_over_1_half_batch", async.samples_per_second / half)
+      .set("independent_2_over_1", independent.samples_per_second / one)
+      .set("independent_2_over_1_half_batch", independent.samples_per_second / half);
+  // The same figures one per row, for the CSV and the charts (tools/plot bench).
+  for (auto const& f : figures) {
+    record.add("results", bench::Record{}
+                              .set("config", f.name)
+                              .set("key", f.key)
+                              .set("replicas", f.replicas)
+                              .set("samples_per_second", f.samples_per_second)
+                              .set("vs_plain", f.samples_per_second / plain)
+                              .set("vs_host", f.samples_per_second / one)
+                              .set("vs_host_half_batch", f.samples_per_second / half));
+  }
+  return record;
 }
 
 int main(int argc, char** argv) {
   int repeats = 3;
+  std::int64_t steps = 600;
+  bool quick = false;
   // The Fashion-MNIST MLP, and a wide one at 8 rows per replica, where an update costs as much as
   // the compute, so the asynchronous modes' serial part shows.
-  std::vector<Model> models{{500, 100, 600}, {4096, 16, 600}};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string const arg = argv[i];
-    if (arg == "--repeats") repeats = std::stoi(argv[i + 1]);
-    if (arg == "--steps") {
-      for (auto& m : models) m.steps = std::stoll(argv[i + 1]);
-    }
-    if (arg == "--model") {  // HIDDEN,BATCH: only that one
-      std::string const v = argv[i + 1];
-      auto const comma = v.find(',');
-      models = {{std::stoul(v.substr(0, comma)), std::stoul(v.substr(comma + 1)), models[0].steps}};
-    }
+  std::vector<Model> models{{500, 100, 0}, {4096, 16, 0}};
+  bench::CommandLine cli("bench_training",
+                         "Training samples/s of two MLPs under each strategy, against a plain loop.");
+  cli.integer("--repeats", "N", repeats, 1, "runs of each configuration, best kept (default 3)");
+  cli.integer("--steps", "N", steps, std::int64_t{2},
+              "global batches of data per configuration (default 600)");
+  cli.option("--model", "HIDDEN,BATCH", "only the 784-HIDDEN-10 MLP at global batch BATCH",
+             [&models](std::string_view v) {
+               std::size_t hidden = 0, batch = 0;
+               auto const comma = v.find(',');
+               auto const expected = std::string("two whole numbers, HIDDEN >= 1 and BATCH >= 2");
+               if (comma == std::string_view::npos) return expected;
+               auto const [h_end, h_error] = std::from_chars(v.data(), v.data() + comma, hidden);
+               auto const [b_end, b_error] =
+                   std::from_chars(v.data() + comma + 1, v.data() + v.size(), batch);
+               if (h_error != std::errc{} || b_error != std::errc{} || h_end != v.data() + comma ||
+                   b_end != v.data() + v.size() || hidden == 0 || batch < 2) {
+                 return expected;
+               }
+               models = {{hidden, batch, 0}};
+               return std::string();
+             });
+  cli.flag("--quick", quick,
+           "a smoke run: 30 global batches of one model (the first, or --model's), 1 repeat");
+  if (auto const status = cli.parse(argc, argv)) return *status;
+  bench::Results results(cli);
+  if (!results.ok()) return 2;
+  if (quick) {
+    models.resize(1);
+    steps = 30;
+    repeats = 1;
   }
+  for (auto& m : models) m.steps = steps;
   io::Dataset data;
   std::string source = "fashion-mnist/train";
   try {
@@ -181,5 +224,6 @@ int main(int argc, char** argv) {
         "random", 784, std::vector<float>(60000 * 784, 0.5f), std::vector<std::int32_t>(60000, 1),
         0,        {}};
   }
-  for (auto const& m : models) bench_model(data, source, m, repeats);
+  for (auto const& m : models) results.add(bench_model(data, source, m, repeats));
+  return results.write() ? 0 : 1;
 }
