@@ -127,8 +127,9 @@ class DatasetBuilder {
 
   void require_rows() const {
     if (rows_ == 0) {
-      fail("no rows were added; add at least one with add(row, label) or add(row, targets) "
-           "before build()");
+      fail(
+          "no rows were added; add at least one with add(row, label) or add(row, targets) "
+          "before build()");
     }
   }
 

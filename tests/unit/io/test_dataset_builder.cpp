@@ -59,7 +59,8 @@ TEST_CASE("a row of the wrong length is refused, naming its index and the expect
   DatasetBuilder builder{"points", {.features = 4, .classes = 3}};
   builder.add({1, 2, 3, 4}, 0).add({5, 6, 7, 8}, 1);
   auto const message = message_of<DatasetError>([&] { builder.add({1, 2, 3}, 0); });
-  CHECK(message == "convoy: dataset 'points': row 2 has 3 features, expected 4 (RowShape::features)");
+  CHECK(message ==
+        "convoy: dataset 'points': row 2 has 3 features, expected 4 (RowShape::features)");
   CHECK(builder.rows() == 2);  // the bad row was not added
   CHECK(builder.build().features.size() == 8);
 
@@ -108,10 +109,10 @@ TEST_CASE("a shape without features, or without exactly one of classes and targe
   CHECK(message_of<DatasetError>([] { DatasetBuilder("neither", {.features = 2}); }) ==
         "convoy: dataset 'neither': RowShape has classes 0 and targets 0; set exactly one: "
         ".classes for labels, .targets for regression values");
-  CHECK(message_of<DatasetError>([] {
-          DatasetBuilder("both", {.features = 2, .classes = 2, .targets = 1});
-        }) == "convoy: dataset 'both': RowShape has classes 2 and targets 1; set exactly one: "
-              ".classes for labels, .targets for regression values");
+  CHECK(message_of<DatasetError>(
+            [] { DatasetBuilder("both", {.features = 2, .classes = 2, .targets = 1}); }) ==
+        "convoy: dataset 'both': RowShape has classes 2 and targets 1; set exactly one: "
+        ".classes for labels, .targets for regression values");
 }
 
 TEST_CASE("building with no rows is refused") {
