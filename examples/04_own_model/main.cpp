@@ -31,8 +31,8 @@ class SoftmaxRegression {
   }
   convoy::Variables& variables() { return vars_; }
 
-  // Returns the batch's mean loss and OVERWRITES every gradient: the strategy combines replicas'
-  // gradients itself, so whatever a previous step left there must not be added to.
+  // Returns the batch's mean loss and OVERWRITES every gradient: convoy never clears them, so a
+  // bare += would add up the gradients of every step since the start.
   float forward_backward(convoy::Batch const& batch) {
     auto dw = vars_.grad(w_), db = vars_.grad(b_);
     std::ranges::fill(dw, 0.0f);
