@@ -4,7 +4,7 @@
 Scans the tracked text files (sources, headers, Markdown, CMake, scripts) for:
 
   - Markdown links `[text](target)` in *.md: the target, relative to the file, must exist; for a
-    `file.md#anchor` target the anchor must also be a heading of that file;
+    `<page>.md#<anchor>` target the anchor must also be a heading of that file;
   - repository paths: words starting with a top-level folder (`docs/`, `examples/`, `include/`,
     `tests/`, `tools/`, `benchmarks/`, `cmake/`, `ports/`); any path after `${PROJECT_SOURCE_DIR}/`
     or `${CMAKE_SOURCE_DIR}/`, relative to the root, or after `${CMAKE_CURRENT_SOURCE_DIR}/`,
@@ -23,6 +23,9 @@ A word that is part of a longer path (`build/examples/own_model`, `../core/batch
 holds a placeholder or a pattern (`<name>`, `*`, `NN_topic`, `{`, `$`, `...`) is not a reference
 and is skipped. Every reference whose target is missing is printed as `file:line: ...`; the exit
 status is then 1. On success it prints "N references checked in M files".
+
+A file whose lines include one that is only a comment `# check_doc_paths: skip-file` (or with
+`//`) is not searched: the checker's own test, whose made-up tree names paths that do not exist.
 
 Usage: tools/check_doc_paths.py [REPOSITORY_ROOT]   (default: the checkout holding this script)
 Standard library only; run by the ctest docs_paths.
@@ -48,6 +51,7 @@ HEADER = re.compile(r"(?<![\w./+-])(?P<path>(?:convoy/)?(?:" + "|".join(CONVOY_D
                     r"[\w/-]+\.(?:hpp|cuh))(?!" + PATH_CHARS + ")")
 BARE_MD = re.compile(r"(?<![\w./+-])(?P<path>[A-Za-z][\w-]*\.md)(?![\w/-])(?:#(?P<anchor>[\w-]+))?")
 LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+SKIP_FILE = re.compile(r"^\s*(?:#|//)\s*check_doc_paths:\s*skip-file\s*$", re.M)
 PLACEHOLDER = re.compile(r"[<>*{}$]|\.\.\.|…|\bNN_|\bN\b")
 
 
@@ -179,6 +183,8 @@ def main(argv):
         try:
             text = file.read_text(encoding="utf-8")
         except UnicodeDecodeError:
+            continue
+        if SKIP_FILE.search(text):
             continue
         files += 1
         for number, shown, error in references(root, file, text):

@@ -3,8 +3,9 @@
 each once present and once missing, plus the words it must skip. It must name exactly the missing
 ones, by file and line, and exit 1; and pass, exit 0, once they are fixed.
 
-Usage: tests/docs/test_check_doc_paths.py PATH/TO/check_doc_paths.py   (run by ctest docs_paths_test)
+Usage: tests/docs/test_check_doc_paths.py PATH/TO/check_doc_paths.py   (ctest docs_paths_checker)
 """
+# check_doc_paths: skip-file
 
 import subprocess
 import sys
@@ -66,6 +67,7 @@ def main(argv):
             """)
         write(root, "tests/data/here.txt", "x\n")
         write(root, "tools/run.py", "#!/usr/bin/env python3\n# reads tools/absent.py\n")
+        write(root, "tools/fixture.py", "# check_doc_paths: skip-file\n# docs/made_up.md\n")
 
         status, lines = run(script, root)
         expected = {
