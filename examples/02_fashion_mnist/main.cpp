@@ -1,10 +1,10 @@
 // 02_fashion_mnist: train the 784-500-10 MLP on Fashion-MNIST, with the strategy picked by name.
 //
-// What it shows: the whole user program of DESIGN.md. train_mirrored() spells out the default
-// strategy (Mirrored replicas, one per core, in-process communication, synchronous updates: N
-// replicas take exactly the step one replica would take on the whole batch); --strategy picks
-// another compile-time type at run time, each differing from it in one policy argument; and the
-// training code, train<Strategy>(), is written once for all of them.
+// What it shows: the whole user program the README opens with. train_mirrored() spells out the
+// default strategy (Mirrored replicas, one per core, in-process communication, synchronous
+// updates: N replicas take exactly the step one replica would take on the whole batch);
+// --strategy picks another compile-time type at run time, each differing from it in one policy
+// argument; and the training code, train<Strategy>(), is written once for all of them.
 //
 // Run:   build/examples/fashion_mnist          (defaults: Adam 0.001, batch 200, 20 epochs)
 //        build/examples/fashion_mnist --strategy ssp:2 --replicas 2

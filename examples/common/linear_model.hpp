@@ -47,7 +47,8 @@ class LinearModel {
 
 /// `rows` points x ~ U(0, 1) with y = 0.1 x + 0.3 (the Ray text's generate_fake_x_y_data).
 inline convoy::io::Dataset fake_xy_data(std::size_t rows, std::uint64_t seed) {
-  convoy::io::Dataset data{"y = 0.1 x + 0.3, seed " + std::to_string(seed), 1, {}, {}, 1, {}};
+  convoy::io::Dataset data{
+      .name = "y = 0.1 x + 0.3, seed " + std::to_string(seed), .cols = 1, .target_cols = 1};
   std::mt19937_64 engine(seed);
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
   for (std::size_t i = 0; i < rows; ++i) {

@@ -14,6 +14,7 @@
 #include "exec/host.hpp"
 #include "io/checkpoint.hpp"
 #include "io/dataset.hpp"
+#include "io/dataset_builder.hpp"
 #include "io/fashion_mnist.hpp"
 #include "io/sampler.hpp"
 #include "io/weights.hpp"

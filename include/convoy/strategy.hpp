@@ -80,18 +80,18 @@ concept engine = requires(E& e, E const& ce, RunPlan const& plan, Snapshot const
 /// time calls run().
 template <class Model, class Placement, class Comm, class Sync>
 class Strategy {
-  // The model, one requirement at a time, each printing the signature to write.
+  // The model, one requirement at a time, each printing the signature to write and where the
+  // contract is written down with a worked example.
   static_assert(has_variables<Model>,
                 "convoy: a Model needs 'convoy::Variables& variables()' returning the Variables "
-                "that hold its "
-                "weights; see examples/00_weight_averaging.");
+                "that hold its weights; see examples/04_own_model and docs/own_model.md.");
   static_assert(has_forward_backward<Model>,
                 "convoy: a Model needs 'float forward_backward(convoy::Batch const&)' that returns "
-                "the batch's mean "
-                "loss and overwrites every gradient; see examples/02_fashion_mnist.");
+                "the batch's mean loss and overwrites every gradient; see examples/04_own_model "
+                "and docs/own_model.md.");
   static_assert(replicable<Model>,
                 "convoy: a Model must be copy-constructible: replicas are copies of the model "
-                "given to the Strategy.");
+                "given to the Strategy; see docs/own_model.md.");
   // Each policy in its slot.
   static_assert(
       placement_policy<Placement>,

@@ -1,22 +1,30 @@
 # Run by the compile_fail_<name> ctests: cmake -DBUILD_DIR=... -DTARGET=cf_<name> -DSOURCE=<file.cpp>
 # [-DCONFIG=...] -P expect_error.cmake. Builds TARGET, which must fail, with output containing the
-# text on SOURCE's `// expected-error: <text>` line.
+# text of every `// expected-error: <text>` line of SOURCE (one or more).
 foreach(var BUILD_DIR TARGET SOURCE)
   if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
     message(FATAL_ERROR "expect_error.cmake: pass -D${var}=...")
   endif()
 endforeach()
 
-file(STRINGS "${SOURCE}" lines REGEX "^// expected-error: ")
-list(LENGTH lines count)
-if(NOT count EQUAL 1)
-  message(FATAL_ERROR "${SOURCE} needs exactly one '// expected-error: <text>' line; it has ${count}")
+# Each `// expected-error:` line names one piece of the message, so that a long message can be
+# matched within 100 columns. A semicolon would split a CMake list, so it travels as a placeholder.
+set(semicolon "<convoy-semicolon>")
+file(READ "${SOURCE}" source_text)
+string(REPLACE ";" "${semicolon}" source_text "${source_text}")
+string(REGEX MATCHALL "(^|\n)// expected-error:[^\n]*" lines "${source_text}")
+if(NOT lines)
+  message(FATAL_ERROR "${SOURCE} needs at least one '// expected-error: <text>' line; it has none")
 endif()
-string(REGEX REPLACE "^// expected-error: (.*)$" "\\1" expected "${lines}")
-string(STRIP "${expected}" expected)
-if(expected STREQUAL "")
-  message(FATAL_ERROR "${SOURCE}: the '// expected-error:' line names no text")
-endif()
+set(expected_texts "")
+foreach(line IN LISTS lines)
+  string(REGEX REPLACE "^\n?// expected-error:(.*)$" "\\1" expected "${line}")
+  string(STRIP "${expected}" expected)
+  if(expected STREQUAL "")
+    message(FATAL_ERROR "${SOURCE}: an '// expected-error:' line names no text")
+  endif()
+  list(APPEND expected_texts "${expected}")
+endforeach()
 
 set(config_args "")
 if(DEFINED CONFIG AND NOT CONFIG STREQUAL "")
@@ -30,13 +38,18 @@ execute_process(
   OUTPUT_VARIABLE output
   ERROR_VARIABLE output)
 
+list(JOIN expected_texts "\" and \"" all_expected)
+string(REPLACE "${semicolon}" ";" all_expected "${all_expected}")
 if(result EQUAL 0)
   message(FATAL_ERROR "${TARGET} compiled, but ${SOURCE} must not compile (expected an error containing "
-                      "\"${expected}\"). Build output:\n${output}")
+                      "\"${all_expected}\"). Build output:\n${output}")
 endif()
-string(FIND "${output}" "${expected}" at)
-if(at EQUAL -1)
-  message(FATAL_ERROR "${TARGET} failed to compile, but not with the expected error \"${expected}\". "
-                      "Build output:\n${output}")
-endif()
-message(STATUS "${TARGET} failed to compile as expected, with \"${expected}\"")
+foreach(expected IN LISTS expected_texts)
+  string(REPLACE "${semicolon}" ";" expected "${expected}")
+  string(FIND "${output}" "${expected}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${TARGET} failed to compile, but not with the expected error \"${expected}\". "
+                        "Build output:\n${output}")
+  endif()
+endforeach()
+message(STATUS "${TARGET} failed to compile as expected, with \"${all_expected}\"")

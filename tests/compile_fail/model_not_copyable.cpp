@@ -1,5 +1,6 @@
 // Replicas are copies of the model handed to the Strategy, so a model must be copyable.
-// expected-error: a Model must be copy-constructible
+// expected-error: a Model must be copy-constructible: replicas are copies of the model given to
+// expected-error: the Strategy; see docs/own_model.md.
 #include <convoy/strategy.hpp>
 #include <cstddef>
 #include <memory>

@@ -1,6 +1,8 @@
 // A Model with variables() but no forward_backward(): Strategy must reject it and print the
 // signature to write.
-// expected-error: needs 'float forward_backward(convoy::Batch const&)'
+// expected-error: needs 'float forward_backward(convoy::Batch const&)' that returns the batch's
+// expected-error: mean loss and overwrites every gradient;
+// expected-error: see examples/04_own_model and docs/own_model.md.
 #include <convoy/core/variables.hpp>
 #include <convoy/strategy.hpp>
 #include <cstddef>

@@ -1,6 +1,7 @@
 // A Model with forward_backward() but no variables(): Strategy must reject it and print the
 // signature to write.
-// expected-error: needs 'convoy::Variables& variables()'
+// expected-error: needs 'convoy::Variables& variables()' returning the Variables that hold its
+// expected-error: weights; see examples/04_own_model and docs/own_model.md.
 #include <convoy/core/batch.hpp>
 #include <convoy/strategy.hpp>
 #include <cstddef>

@@ -10,7 +10,7 @@ namespace convoy::testing {
 
 inline io::Dataset synthetic_classes(std::size_t rows, std::size_t cols, std::size_t classes,
                                      std::uint64_t seed = 1) {
-  io::Dataset data{"synthetic", cols, {}, {}, 0, {}};
+  io::Dataset data{.name = "synthetic", .cols = cols};
   std::mt19937_64 engine(seed);
   std::normal_distribution<float> noise(0.0f, 1.0f);
   for (std::size_t i = 0; i < rows; ++i) {

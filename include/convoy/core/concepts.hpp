@@ -54,6 +54,8 @@ concept has_evaluate = requires(M& m, Batch const& batch) {
 template <class M>
 concept replicable = std::copy_constructible<M>;
 
+/// A type convoy can train. The contract in full, with a worked example: docs/own_model.md and
+/// examples/04_own_model.
 template <class M>
 concept model = has_variables<M> && has_forward_backward<M> && replicable<M>;
 

@@ -12,13 +12,16 @@
 
 namespace convoy::io {
 
+/// An aggregate: build it with named fields, `Dataset{.name = "xy", .cols = 2, .target_cols = 1}`
+/// (every member has a default, so any may be left out), or row by row, checked, with
+/// DatasetBuilder (dataset_builder.hpp). io::check() tells whether the parts agree.
 struct Dataset {
-  std::string name;                  ///< for messages and logs
-  std::size_t cols = 0;              ///< features per example
-  std::vector<float> features;       ///< rows x cols
-  std::vector<std::int32_t> labels;  ///< one per row, or empty
-  std::size_t target_cols = 0;       ///< targets per example (regression), or 0
-  std::vector<float> targets;        ///< rows x target_cols, or empty
+  std::string name{};                  ///< for messages and logs
+  std::size_t cols = 0;                ///< features per example
+  std::vector<float> features{};       ///< rows x cols
+  std::vector<std::int32_t> labels{};  ///< one per row, or empty
+  std::size_t target_cols = 0;         ///< targets per example (regression), or 0
+  std::vector<float> targets{};        ///< rows x target_cols, or empty
 
   std::size_t rows() const { return cols ? features.size() / cols : 0; }
 
@@ -71,12 +74,10 @@ inline Dataset shard(Dataset const& data, std::size_t index, std::size_t count) 
     throw DatasetError("convoy: dataset '" + data.name + "' has " + std::to_string(data.rows()) +
                        " rows, fewer than its " + std::to_string(count) + " shards");
   }
-  Dataset out{data.name + "[shard " + std::to_string(index) + "/" + std::to_string(count) + "]",
-              data.cols,
-              {},
-              {},
-              data.target_cols,
-              {}};
+  Dataset out{
+      .name = data.name + "[shard " + std::to_string(index) + "/" + std::to_string(count) + "]",
+      .cols = data.cols,
+      .target_cols = data.target_cols};
   out.features.reserve(per_shard * data.cols);
   for (std::size_t k = 0; k < per_shard; ++k) {
     std::size_t const row = index + k * count;

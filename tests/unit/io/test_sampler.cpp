@@ -23,7 +23,7 @@ using convoy::io::Sampler;
 // `rows` examples whose every field encodes the row: features {r, r + 0.5, -r}, label r, targets
 // {2r, 2r + 1}. So a gathered batch can be traced back to its rows and checked for consistency.
 Dataset numbered(std::size_t rows) {
-  Dataset data{"numbered", 3, {}, {}, 2, {}};
+  Dataset data{.name = "numbered", .cols = 3, .target_cols = 2};
   for (std::size_t r = 0; r < rows; ++r) {
     auto const f = static_cast<float>(r);
     data.features.insert(data.features.end(), {f, f + 0.5f, -f});
@@ -214,7 +214,7 @@ TEST_CASE("shard() cuts equal, interleaved shards and drops the remainder") {
 }
 
 TEST_CASE("shard() keeps datasets without labels or targets that way") {
-  Dataset data{"features-only", 2, {0, 1, 2, 3, 4, 5, 6, 7}, {}, 0, {}};
+  Dataset data{.name = "features-only", .cols = 2, .features = {0, 1, 2, 3, 4, 5, 6, 7}};
   auto const part = convoy::io::shard(data, 1, 2);
   CHECK(part.features == std::vector<float>{2, 3, 6, 7});
   CHECK(part.labels.empty());
