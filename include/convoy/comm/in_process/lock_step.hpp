@@ -24,6 +24,7 @@
 #include "../../train/step.hpp"
 #include "replica_threads.hpp"
 #include "step_barrier.hpp"
+#include "wait_notice.hpp"
 
 namespace convoy::comm::in_process {
 
@@ -145,11 +146,21 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
   auto after_gradients = [&]() noexcept {
     if (failed.load()) stop = true;
   };
+  WaitNotice notice(replicas, &std::clog);
+  auto step_end = std::chrono::steady_clock::now();
   auto after_update = [&]() noexcept {
     if (failed.load()) {
       stop = true;
       return;
     }
+    auto const now = std::chrono::steady_clock::now();
+    double mean_compute = 0.0;
+    for (double s : seconds) mean_compute += s / static_cast<double>(replicas);
+    try {
+      notice.step(std::chrono::duration<double>(now - step_end).count(), mean_compute);
+    } catch (...) {  // a log that throws costs the notice, not the run
+    }
+    step_end = now;
     ++g.slots().updates;
     ++counters.global_step;
     counters.applied += static_cast<std::int64_t>(replicas);
