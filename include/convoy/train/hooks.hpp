@@ -3,6 +3,7 @@
 // last step; and RunControl, what a hook may do to the run it watches.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <iosfwd>
@@ -15,6 +16,8 @@ namespace convoy {
 /// What a hook may do to the run it watches. Given by Trainer::fit, valid only during that call;
 /// used from the thread that calls the hook.
 struct RunControl {
+  /// Updates applied to the shared weights so far (Strategy::global_step).
+  std::function<std::int64_t()> global_step;
   /// The optimizer's learning rate now.
   std::function<float()> learning_rate;
   /// Sets the learning rate for the steps that follow (Strategy::set_learning_rate; throws Error

@@ -238,7 +238,8 @@ class Trainer {
       if (log && options.log_format == LogFormat::tensorflow && due(step, options.log_every)) {
         *log << tensorflow_line(report) << std::endl;
       }
-      if (due(step, options.log_every)) {
+      // The step that reaches the goal closes the last interval, before its evaluation.
+      if (due(step, options.log_every) || plan.reached(step, report.batches)) {
         close_interval(step, report.batches, report.applied, report.dropped);
       }
       // Whole epochs completed, by the data used: the update that crosses a multiple ends one.
@@ -369,6 +370,7 @@ class Trainer {
   // What fit's hooks may do: reach back into this trainer.
   RunControl make_control(std::ostream* log) {
     RunControl control;
+    control.global_step = [this] { return strategy_.global_step(); };
     control.learning_rate = [this] { return strategy_.optimizer().learning_rate(); };
     control.set_learning_rate = [this](float rate) { strategy_.set_learning_rate(rate); };
     control.save_weights = [this](std::filesystem::path const& path) { save_weights(path); };
