@@ -18,14 +18,14 @@ enum class RecordKind { interval, evaluation };
 /// no training loss or throughput, an interval no validation metrics.
 struct HistoryRecord {
   RecordKind kind = RecordKind::interval;
-  std::int64_t epoch = 1;          ///< the epoch the last step belongs to, counted from 1
-  std::int64_t global_step = 0;    ///< global step at the end of the interval, or evaluated at
-  double elapsed_s = 0.0;          ///< wall seconds since fit() started training
-  std::optional<double> loss;      ///< mean training loss of the updates in the interval
+  std::int64_t epoch = 1;               ///< the epoch the last step belongs to, counted from 1
+  std::int64_t global_step = 0;         ///< global step at the end of the interval, or evaluated at
+  double elapsed_s = 0.0;               ///< wall seconds since fit() started training
+  std::optional<double> loss;           ///< mean training loss of the updates in the interval
   std::optional<double> samples_per_s;  ///< rows of applied gradients per wall second, interval
   std::optional<double> seconds_per_step;  ///< wall seconds per global step over the interval
-  float lr = 0.0f;                      ///< the optimizer's learning rate at the record
-  std::optional<Metrics> validation;    ///< set for evaluations
+  float lr = 0.0f;                         ///< the optimizer's learning rate at the record
+  std::optional<Metrics> validation;       ///< set for evaluations
 
   std::optional<double> val_loss() const {
     return validation ? std::optional<double>(validation->mean_loss()) : std::nullopt;

@@ -89,8 +89,8 @@ inline std::string evaluation_line(HistoryRecord const& r, RunTotals const& tota
   std::ostringstream out;
   detail::write_position(out, r, totals);
   char text[80];
-  std::snprintf(text, sizeof text, "  validation loss %.4g, accuracy %.4f", r.val_loss().value_or(0.0),
-                r.val_accuracy().value_or(0.0));
+  std::snprintf(text, sizeof text, "  validation loss %.4g, accuracy %.4f",
+                r.val_loss().value_or(0.0), r.val_accuracy().value_or(0.0));
   out << text;
   return out.str();
 }

@@ -41,15 +41,15 @@ using Callback = std::function<bool(StepReport const&)>;
 struct FitOptions {
   /// Global steps to reach (updates of the shared weights, under every policy); 0: use epochs.
   std::int64_t steps = 0;
-  double epochs = 0.0;                      ///< used when steps is 0: passes over the training data
-  std::size_t batch_size = 100;             ///< the global batch, split evenly over the replicas
-  std::int64_t log_every = 100;             ///< progress line every this many global steps; 0: quiet
-  std::ostream* log = &std::cout;           ///< where progress goes; null: nowhere
+  double epochs = 0.0;             ///< used when steps is 0: passes over the training data
+  std::size_t batch_size = 100;    ///< the global batch, split evenly over the replicas
+  std::int64_t log_every = 100;    ///< progress line every this many global steps; 0: quiet
+  std::ostream* log = &std::cout;  ///< where progress goes; null: nowhere
   LogFormat log_format = LogFormat::progress;  ///< progress lines, or TensorFlow's (progress.hpp)
-  std::uint64_t seed = 1;                   ///< data order
-  std::filesystem::path checkpoint_dir{};   ///< empty: no checkpoints
-  std::int64_t checkpoint_every = 0;        ///< 0: only at the end (when checkpoint_dir is set)
-  bool resume = true;                       ///< continue from checkpoint_dir's latest checkpoint
+  std::uint64_t seed = 1;                      ///< data order
+  std::filesystem::path checkpoint_dir{};      ///< empty: no checkpoints
+  std::int64_t checkpoint_every = 0;           ///< 0: only at the end (when checkpoint_dir is set)
+  bool resume = true;                          ///< continue from checkpoint_dir's latest checkpoint
   /// Evaluated every evaluate_every steps, at each epoch's end when evaluate_each_epoch, and at
   /// the end of the run.
   io::Dataset const* validation = nullptr;
@@ -65,8 +65,8 @@ struct FitResult {
   std::int64_t dropped = 0;      ///< late gradients dropped, in all
   double epochs = 0.0;           ///< passes over the training data, in all
   float last_loss = 0.0f;
-  double seconds = 0.0;             ///< wall time of this fit() call
-  double samples_per_second = 0.0;  ///< rows of applied gradients per second in this call
+  double seconds = 0.0;               ///< wall time of this fit() call
+  double samples_per_second = 0.0;    ///< rows of applied gradients per second in this call
   std::optional<Metrics> validation;  ///< of the final weights
   /// One record per progress interval (every log_every global steps, whether or not a log is
   /// given, and the rest of the run at its end) and per evaluation, in order.
@@ -98,7 +98,8 @@ class Trainer {
   /// Sets every variable by name in every replica (see Strategy::set_weights).
   void set_weights(std::map<std::string, Tensor> const& named) { strategy_.set_weights(named); }
   /// Saves the weights by name to `path` (format from the extension unless given), atomically.
-  void save_weights(std::filesystem::path const& path, std::optional<io::Format> format = {}) const {
+  void save_weights(std::filesystem::path const& path,
+                    std::optional<io::Format> format = {}) const {
     io::save_named(path, get_weights(), format ? *format : io::format_for(path));
   }
   /// Loads weights saved by name into every replica. Throws LoadError naming the path and every
@@ -245,8 +246,8 @@ class Trainer {
       // Whole epochs completed, by the data used: the update that crosses a multiple ends one.
       bool const epoch_ended =
           report.batches / batches_per_epoch > previous_batches / batches_per_epoch;
-      if (options.validation && (due(step, options.evaluate_every) ||
-                                 (options.evaluate_each_epoch && epoch_ended))) {
+      if (options.validation &&
+          (due(step, options.evaluate_every) || (options.evaluate_each_epoch && epoch_ended))) {
         evaluate_now(step, report.batches, options.log_format == LogFormat::tensorflow);
       }
       if (epoch_ended) {
@@ -283,9 +284,9 @@ class Trainer {
     if (after.global_step > progress.interval.step) {
       close_interval(after.global_step, after.batches(), after.applied, after.dropped);
     }
-    bool const saved_last_step =
-        options.checkpoint_every > 0 && after.global_step % options.checkpoint_every == 0 &&
-        after.global_step != before.global_step;
+    bool const saved_last_step = options.checkpoint_every > 0 &&
+                                 after.global_step % options.checkpoint_every == 0 &&
+                                 after.global_step != before.global_step;
     if (checkpoints && !saved_last_step) {
       save_checkpoint(options.checkpoint_dir, seed);
     }
@@ -418,14 +419,14 @@ class Trainer {
         total_batches = static_cast<double>(start_batches) +
                         static_cast<double>(plan.until - start_step) * per_step;
         if (plan.until > start_step) {
-          done = static_cast<double>(step - start_step) /
-                 static_cast<double>(plan.until - start_step);
+          done =
+              static_cast<double>(step - start_step) / static_cast<double>(plan.until - start_step);
         }
       } else {
         total_batches = static_cast<double>(plan.until_batches);
-        t.steps = start_step + static_cast<std::int64_t>(std::llround(
-                                   static_cast<double>(plan.until_batches - start_batches) /
-                                   per_step));
+        t.steps =
+            start_step + static_cast<std::int64_t>(std::llround(
+                             static_cast<double>(plan.until_batches - start_batches) / per_step));
         if (plan.until_batches > start_batches) {
           done = static_cast<double>(batches - start_batches) /
                  static_cast<double>(plan.until_batches - start_batches);
@@ -458,7 +459,8 @@ class Trainer {
       if (seconds > 0.0) {
         r.samples_per_s =
             static_cast<double>(applied - interval.applied) * rows_per_gradient / seconds;
-        if (step > interval.step) r.seconds_per_step = seconds / static_cast<double>(step - interval.step);
+        if (step > interval.step)
+          r.seconds_per_step = seconds / static_cast<double>(step - interval.step);
       }
       interval = Interval{now, step, applied};
       return r;
@@ -498,8 +500,9 @@ class Trainer {
       throw Error("convoy: fit's log_every, checkpoint_every and evaluate_every must be >= 0");
     }
     if (options.evaluate_each_epoch && !options.validation) {
-      throw Error("convoy: FitOptions::evaluate_each_epoch needs a validation set in "
-                  "FitOptions::validation");
+      throw Error(
+          "convoy: FitOptions::evaluate_each_epoch needs a validation set in "
+          "FitOptions::validation");
     }
     if (options.validation && !has_evaluate<Model>) {
       throw Error(

@@ -102,12 +102,12 @@ TEST_CASE("fit prints progress lines by default, each with its totals and an ETA
 
 TEST_CASE("a record's loss is the mean over its interval, not the last batch's") {
   Trainer<Counting> trainer{Counting{CountingModel{}}, optim::Sgd{0.1f}};
-  auto const result = trainer.fit(data, {.steps = 10, .batch_size = 96, .log_every = 4,
-                                         .log = nullptr});
+  auto const result =
+      trainer.fit(data, {.steps = 10, .batch_size = 96, .log_every = 4, .log = nullptr});
   // Intervals: steps 1-4, 5-8, and the rest of the run, 9-10.
   REQUIRE(result.history.size() == 3);
   CHECK(result.history[0].global_step == 4);
-  CHECK(*result.history[0].loss == doctest::Approx(2.5));   // (1+2+3+4)/4, the last batch's is 4
+  CHECK(*result.history[0].loss == doctest::Approx(2.5));  // (1+2+3+4)/4, the last batch's is 4
   CHECK(*result.history[1].loss == doctest::Approx(6.5));
   CHECK(result.history[2].global_step == 10);
   CHECK(*result.history[2].loss == doctest::Approx(9.5));
@@ -124,12 +124,12 @@ TEST_CASE("seconds per step and samples per second are wall-clock over the inter
   using TwoCounting = Strategy<CountingModel, place::Mirrored, comm::InProcess, sync::Synchronous>;
   CountingModel slow;
   slow.sleep_ms = 20;
-  Trainer<TwoCounting> trainer{TwoCounting{slow, place::Mirrored{.replicas = 2}},
-                               optim::Sgd{0.1f}};
+  Trainer<TwoCounting> trainer{TwoCounting{slow, place::Mirrored{.replicas = 2}}, optim::Sgd{0.1f}};
   auto const start = std::chrono::steady_clock::now();
-  auto const result = trainer.fit(data, {.steps = 10, .batch_size = 96, .log_every = 5,
-                                         .log = nullptr});
-  double const wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto const result =
+      trainer.fit(data, {.steps = 10, .batch_size = 96, .log_every = 5, .log = nullptr});
+  double const wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   REQUIRE(result.history.size() == 2);
   double seconds = 0.0;
   for (auto const& r : result.history) {
@@ -189,22 +189,22 @@ TEST_CASE("hooks run in order around the run, and one returning false stops it")
   std::vector<std::string> calls;
   Hooks hooks;
   hooks.on_check = [&](RunControl&) { calls.push_back("check"); };
-  hooks.on_begin = [&](RunControl& c) { calls.push_back("begin@" + std::to_string(c.global_step())); };
+  hooks.on_begin = [&](RunControl& c) {
+    calls.push_back("begin@" + std::to_string(c.global_step()));
+  };
   hooks.on_interval = [&](HistoryRecord const& r, RunControl&) {
     calls.push_back("interval@" + std::to_string(r.global_step));
     return r.global_step < 10;
   };
   hooks.on_end = [&](RunControl&) { calls.push_back("end"); };
-  auto const result =
-      trainer.fit(data, {.steps = 40, .batch_size = 96, .log_every = 5, .log = nullptr,
-                         .hooks = {hooks}});
+  auto const result = trainer.fit(
+      data, {.steps = 40, .batch_size = 96, .log_every = 5, .log = nullptr, .hooks = {hooks}});
   CHECK(result.global_step == 10);
   CHECK(calls == std::vector<std::string>{"check", "begin@0", "interval@5", "interval@10", "end"});
 }
 
 TEST_CASE("evaluate_each_epoch without a validation set is refused by name") {
   auto trainer = make_trainer();
-  CHECK_THROWS_WITH_AS(
-      trainer.fit(data, {.steps = 5, .log = nullptr, .evaluate_each_epoch = true}),
-      doctest::Contains("evaluate_each_epoch needs a validation set"), Error);
+  CHECK_THROWS_WITH_AS(trainer.fit(data, {.steps = 5, .log = nullptr, .evaluate_each_epoch = true}),
+                       doctest::Contains("evaluate_each_epoch needs a validation set"), Error);
 }

@@ -51,8 +51,8 @@ inline std::string number(std::optional<double> value) {
 /// One record as a CSV row (no line end); an absent value is an empty field.
 inline std::string csv_row(HistoryRecord const& r) {
   using detail::number;
-  return std::to_string(r.epoch) + ',' + std::to_string(r.global_step) + ',' +
-         number(r.elapsed_s) + ',' + number(r.loss) + ',' + number(r.samples_per_s) + ',' +
+  return std::to_string(r.epoch) + ',' + std::to_string(r.global_step) + ',' + number(r.elapsed_s) +
+         ',' + number(r.loss) + ',' + number(r.samples_per_s) + ',' +
          number(static_cast<double>(r.lr)) + ',' + number(r.val_loss()) + ',' +
          number(r.val_accuracy());
 }
@@ -67,7 +67,8 @@ inline std::string json_line(HistoryRecord const& r) {
          ", \"global_step\": " + std::to_string(r.global_step) +
          ", \"elapsed_s\": " + value(r.elapsed_s) + ", \"loss\": " + value(r.loss) +
          ", \"samples_per_s\": " + value(r.samples_per_s) +
-         ", \"lr\": " + value(static_cast<double>(r.lr)) + ", \"val_loss\": " + value(r.val_loss()) +
+         ", \"lr\": " + value(static_cast<double>(r.lr)) +
+         ", \"val_loss\": " + value(r.val_loss()) +
          ", \"val_accuracy\": " + value(r.val_accuracy()) + "}";
 }
 
