@@ -6,11 +6,18 @@
 #include <chrono>
 #include <convoy/nn/mlp.hpp>
 #include <convoy/strategy.hpp>
+#include <convoy/train/callbacks/early_stopping.hpp>
+#include <convoy/train/callbacks/keep_best.hpp>
+#include <convoy/train/callbacks/learning_rate.hpp>
+#include <convoy/train/callbacks/metrics_log.hpp>
 #include <convoy/train/trainer.hpp>
+#include <filesystem>
+#include <iostream>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <synthetic.hpp>
+#include <temp_dir.hpp>
 #include <thread>
 #include <vector>
 
@@ -207,4 +214,37 @@ TEST_CASE("evaluate_each_epoch without a validation set is refused by name") {
   auto trainer = make_trainer();
   CHECK_THROWS_WITH_AS(trainer.fit(data, {.steps = 5, .log = nullptr, .evaluate_each_epoch = true}),
                        doctest::Contains("evaluate_each_epoch needs a validation set"), Error);
+}
+
+TEST_CASE("the program of docs/training_output.md trains, logs, schedules and keeps the best") {
+  testing::TempDir dir("training-output-doc");
+  auto trainer = make_trainer();
+  auto const& train = data;
+  auto const& validation = data;
+  std::ostringstream log;
+  // example-begin training-output
+  callbacks::KeepBest best{dir / "best.pbin", {.metric = callbacks::Metric::val_accuracy}};
+  auto const result = trainer.fit(
+      train, {.epochs = 3,
+              .batch_size = 96,
+              .log_every = 5,
+              .log = &log,
+              .validation = &validation,
+              .evaluate_each_epoch = true,
+              .hooks = {callbacks::metrics_log(dir / "metrics.csv"),
+                        callbacks::learning_rate_schedule(
+                            callbacks::warm_up(5, callbacks::cosine(0.01f, 25))),
+                        callbacks::early_stopping({.monitor = {.min_delta = 1e-3}, .patience = 2}),
+                        best}});
+  for (auto const& record : result.history) {
+    if (record.kind == RecordKind::evaluation) {
+      std::cout << "step " << record.global_step << ": accuracy " << *record.val_accuracy() << "\n";
+    }
+  }
+  // example-end training-output
+  CHECK(result.global_step == 30);
+  CHECK(std::filesystem::exists(dir / "best.pbin"));
+  CHECK(std::filesystem::exists(dir / "metrics.csv"));
+  CHECK(result.history.front().lr == doctest::Approx(0.01f));  // warmed up by step 5
+  CHECK(result.history.back().lr < 0.01f * 0.2f);              // near the end of the cosine
 }
