@@ -356,6 +356,7 @@ int train(Options const& o, convoy::Trainer<Strategy>& trainer, Data const& data
                                                .epochs = o.epochs,
                                                .batch_size = o.batch,
                                                .log_every = o.log_every,
+                                               .log_format = convoy::LogFormat::tensorflow,
                                                .seed = o.seed,
                                                .checkpoint_dir = o.checkpoint_dir,
                                                .checkpoint_every = o.checkpoint_every});

@@ -188,6 +188,19 @@ class Strategy {
   /// Replaces the optimizer and zeroes its slots.
   void set_optimizer(optim::Optimizer optimizer) { engine_.state().set_optimizer(optimizer); }
   optim::Optimizer const& optimizer() const { return engine_.state().optimizer(); }
+  /// Changes the optimizer's learning rate for the steps that follow, keeping its slots: between
+  /// runs, or from a callback (after_step) during one. Throws Error for a rate < 0 or not finite,
+  /// and for a Comm whose optimizer runs elsewhere (comm::ZmqPs: the shards apply the updates with
+  /// the settings they were started with).
+  void set_learning_rate(float rate) {
+    if constexpr (requires { engine_.state().set_learning_rate(rate); }) {
+      engine_.state().set_learning_rate(rate);
+    } else {
+      throw Error("convoy: Strategy::set_learning_rate cannot change the learning rate under " +
+                  std::string(Comm::name) +
+                  ", whose optimizer runs on other tasks; give the rate in the optimizer instead");
+    }
+  }
 
   /// Runs steps until a goal of `plan` is reached; blocks. See the engine's run() for errors
   /// (comm/in_process/engine.hpp). Throws Error before starting for a plan without a goal or a

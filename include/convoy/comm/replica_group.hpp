@@ -84,6 +84,14 @@ class ReplicaGroup {
     optimizer_ = optimizer;
     slots_ = optimizer.make_state(layout().element_count());
   }
+  /// Changes the optimizer's step size, keeping its slots. Safe from after_step during a run: the
+  /// engines apply the optimizer either with every replica at rest in a barrier (lock step) or
+  /// holding the gate shared, which this holds exclusively. Throws Error for a rate < 0 or not
+  /// finite, changing nothing.
+  void set_learning_rate(float rate) {
+    std::unique_lock lock(*gate_);
+    optimizer_.set_learning_rate(rate);
+  }
   /// Throws Error when the slots do not fit the optimizer and the model (call before a run).
   void check_optimizer_state() const {
     bool fits = slots_.slots.size() == optimizer_.slot_names().size();

@@ -3,6 +3,7 @@
 // variable name.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -48,6 +49,21 @@ class Optimizer {
                       any_);
   }
   Any const& get() const { return any_; }
+
+  /// The step size every optimizer has.
+  float learning_rate() const {
+    return std::visit([](auto const& o) { return o.learning_rate; }, any_);
+  }
+  /// Changes only the step size; slots and every other setting stay. Not thread-safe: whoever
+  /// holds the optimizer a run applies must stop the run's updates first (ReplicaGroup's gate).
+  /// Throws Error for a negative or non-finite rate, changing nothing.
+  void set_learning_rate(float rate) {
+    if (!(rate >= 0.0f) || !std::isfinite(rate)) {
+      throw Error("convoy: " + std::string(name()) + " got learning rate " + std::to_string(rate) +
+                  "; give a finite rate >= 0");
+    }
+    std::visit([rate](auto& o) { o.learning_rate = rate; }, any_);
+  }
 
   /// Zeroed slots sized for `arena_size` floats.
   OptimizerState make_state(std::size_t arena_size) const {

@@ -1,6 +1,6 @@
-// Trainer: the training loop around a Strategy: data order, progress lines in the shape
-// TensorFlow's examples print, periodic evaluation, callbacks, and checkpoints that let a killed
-// run resume exactly where it stopped.
+// Trainer: the training loop around a Strategy: data order, progress lines (or those TensorFlow's
+// examples print), a history of the run, periodic and per-epoch evaluation, callbacks and hooks,
+// and checkpoints that let a killed run resume exactly where it stopped.
 #pragma once
 
 #include <chrono>
@@ -25,6 +25,9 @@
 #include "../io/dataset.hpp"
 #include "../io/sampler.hpp"
 #include "../optim/optimizer.hpp"
+#include "history.hpp"
+#include "hooks.hpp"
+#include "progress.hpp"
 #include "step.hpp"
 
 namespace convoy {
@@ -38,17 +41,22 @@ using Callback = std::function<bool(StepReport const&)>;
 struct FitOptions {
   /// Global steps to reach (updates of the shared weights, under every policy); 0: use epochs.
   std::int64_t steps = 0;
-  double epochs = 0.0;                      ///< used when steps is 0: passes over the training data
-  std::size_t batch_size = 100;             ///< the global batch, split evenly over the replicas
-  std::int64_t log_every = 100;             ///< progress line every this many global steps; 0: quiet
-  std::ostream* log = &std::cout;           ///< where progress goes; null: nowhere
-  std::uint64_t seed = 1;                   ///< data order
-  std::filesystem::path checkpoint_dir{};   ///< empty: no checkpoints
-  std::int64_t checkpoint_every = 0;        ///< 0: only at the end (when checkpoint_dir is set)
-  bool resume = true;                       ///< continue from checkpoint_dir's latest checkpoint
-  io::Dataset const* validation = nullptr;  ///< evaluated every evaluate_every steps and at the end
+  double epochs = 0.0;             ///< used when steps is 0: passes over the training data
+  std::size_t batch_size = 100;    ///< the global batch, split evenly over the replicas
+  std::int64_t log_every = 100;    ///< progress line every this many global steps; 0: quiet
+  std::ostream* log = &std::cout;  ///< where progress goes; null: nowhere
+  LogFormat log_format = LogFormat::progress;  ///< progress lines, or TensorFlow's (progress.hpp)
+  std::uint64_t seed = 1;                      ///< data order
+  std::filesystem::path checkpoint_dir{};      ///< empty: no checkpoints
+  std::int64_t checkpoint_every = 0;           ///< 0: only at the end (when checkpoint_dir is set)
+  bool resume = true;                          ///< continue from checkpoint_dir's latest checkpoint
+  /// Evaluated every evaluate_every steps, at each epoch's end when evaluate_each_epoch, and at
+  /// the end of the run.
+  io::Dataset const* validation = nullptr;
   std::int64_t evaluate_every = 0;
-  std::vector<Callback> callbacks{};
+  bool evaluate_each_epoch = false;
+  std::vector<Callback> callbacks{};  ///< called after every update, after the hooks' records
+  std::vector<Hooks> hooks{};  ///< metrics logs, schedules, early stopping... (train/callbacks/)
 };
 
 struct FitResult {
@@ -57,9 +65,12 @@ struct FitResult {
   std::int64_t dropped = 0;      ///< late gradients dropped, in all
   double epochs = 0.0;           ///< passes over the training data, in all
   float last_loss = 0.0f;
-  double seconds = 0.0;             ///< wall time of this fit() call
-  double samples_per_second = 0.0;  ///< rows of applied gradients per second in this call
-  std::optional<Metrics> validation;
+  double seconds = 0.0;               ///< wall time of this fit() call
+  double samples_per_second = 0.0;    ///< rows of applied gradients per second in this call
+  std::optional<Metrics> validation;  ///< of the final weights
+  /// One record per progress interval (every log_every global steps, whether or not a log is
+  /// given, and the rest of the run at its end) and per evaluation, in order.
+  History history;
 };
 
 /// Owns a Strategy and trains it. It reads and writes the strategy's state only by name, through
@@ -87,7 +98,8 @@ class Trainer {
   /// Sets every variable by name in every replica (see Strategy::set_weights).
   void set_weights(std::map<std::string, Tensor> const& named) { strategy_.set_weights(named); }
   /// Saves the weights by name to `path` (format from the extension unless given), atomically.
-  void save_weights(std::filesystem::path const& path, std::optional<io::Format> format = {}) const {
+  void save_weights(std::filesystem::path const& path,
+                    std::optional<io::Format> format = {}) const {
     io::save_named(path, get_weights(), format ? *format : io::format_for(path));
   }
   /// Loads weights saved by name into every replica. Throws LoadError naming the path and every
@@ -101,14 +113,20 @@ class Trainer {
   /// Trains on `train` until options.steps global steps (or options.epochs passes over the data)
   /// are reached, resuming from the latest checkpoint first when asked. Throws Error for options
   /// that ask for no training, for validation of a model without evaluate(), or for a checkpoint
-  /// directory that cannot be written (before the first step); DatasetError for data or a batch
-  /// that does not fit; CheckpointError or LoadError for a checkpoint that cannot be used. `train`
-  /// must outlive the strategy's replicas' use of it (fit's return, or an abandoned replica's).
+  /// directory or a hook's output path that cannot be written (before the first step);
+  /// DatasetError for data or a batch that does not fit; CheckpointError or LoadError for a
+  /// checkpoint that cannot be used. `train` must outlive the strategy's replicas' use of it
+  /// (fit's return, or an abandoned replica's).
   FitResult fit(io::Dataset const& train, FitOptions const& options = {}) {
     check(options);
     io::check(train);
     std::ostream* log = options.log;
     std::uint64_t seed = options.seed;
+    RunControl control = make_control(log);
+    // Every output path is refused now rather than after the last step.
+    for (auto const& hooks : options.hooks) {
+      if (hooks.on_check) hooks.on_check(control);
+    }
     // In a cluster only the chief reads and writes checkpoints: the shards hold one state.
     bool const checkpoints = !options.checkpoint_dir.empty() && strategy_.chief();
     if (checkpoints) {
@@ -129,7 +147,7 @@ class Trainer {
     auto const replicas = strategy_.replicas();
     io::Sampler const sampler(train.rows(), options.batch_size, replicas, seed);
     auto const batches_per_epoch =
-        static_cast<double>(sampler.steps_per_epoch()) * static_cast<double>(replicas);
+        static_cast<std::int64_t>(sampler.steps_per_epoch()) * static_cast<std::int64_t>(replicas);
 
     RunPlan plan;
     if (options.steps > 0) {
@@ -148,10 +166,58 @@ class Trainer {
     if (strategy_.serves()) return serve(plan, log);
     Counters const before = strategy_.counters();
     auto const start = std::chrono::steady_clock::now();
+    Progress progress{.plan = plan,
+                      .start_step = before.global_step,
+                      .start_batches = before.batches(),
+                      .batches_per_epoch = batches_per_epoch,
+                      .rows_per_gradient = static_cast<double>(sampler.rows_per_replica()),
+                      .lock_step_batches = strategy_.lock_step() ? std::int64_t(replicas) : 0,
+                      .start = start,
+                      .interval = {start, before.global_step, before.applied}};
+    bool const progress_lines = log && options.log_format == LogFormat::progress;
+    bool keep_going = true;  // false once a hook asked to stop
+
+    // An evaluation: recorded, printed, and handed to the hooks.
+    std::optional<HistoryRecord> last_evaluation;
+    auto evaluate_now = [&](std::int64_t step, std::int64_t batches, bool tensorflow_line) {
+      HistoryRecord record = progress.record(RecordKind::evaluation, step, batches);
+      record.lr = strategy_.optimizer().learning_rate();
+      record.validation = evaluate_if_possible(*options.validation);
+      if (log && tensorflow_line) {
+        *log << "  validation after " << step << " steps: accuracy "
+             << record.validation->accuracy() << ", loss " << record.validation->mean_loss()
+             << std::endl;
+      } else if (progress_lines) {
+        *log << evaluation_line(record, progress.totals(step, batches)) << std::endl;
+      }
+      result.history.push_back(record);
+      last_evaluation = record;
+      for (auto const& hooks : options.hooks) {
+        if (hooks.on_evaluate) keep_going = hooks.on_evaluate(record, control) && keep_going;
+      }
+    };
+    // The interval since the last record: recorded, printed, and handed to the hooks.
+    auto close_interval = [&](std::int64_t step, std::int64_t batches, std::int64_t applied,
+                              std::int64_t dropped) {
+      HistoryRecord record = progress.close_interval(step, batches, applied);
+      record.lr = strategy_.optimizer().learning_rate();
+      if (progress_lines) {
+        *log << progress_line(record, progress.totals(step, batches), dropped) << std::endl;
+      }
+      result.history.push_back(record);
+      for (auto const& hooks : options.hooks) {
+        if (hooks.on_interval) keep_going = hooks.on_interval(record, control) && keep_going;
+      }
+    };
+
+    for (auto const& hooks : options.hooks) {
+      if (hooks.on_begin) hooks.on_begin(control);
+    }
     // A cluster's worker hears only of its own updates, so a multiple of `every` may pass unseen:
     // there a periodic action fires at the first step past it.
     bool const sees_every_update = strategy_.sees_every_update();
     std::int64_t previous = before.global_step;
+    std::int64_t previous_batches = before.batches();
     auto due = [&](std::int64_t step, std::int64_t every) {
       if (every <= 0) return false;
       return sees_every_update ? step % every == 0 : step / every > previous / every;
@@ -161,29 +227,42 @@ class Trainer {
       std::int64_t const step = report.global_step;
       struct Advance {  // `previous` moves on however the callback ends
         std::int64_t& previous;
+        std::int64_t& previous_batches;
         std::int64_t step;
-        ~Advance() { previous = std::max(previous, step); }
-      } const advance{previous, step};
-      if (log && due(step, options.log_every)) {
-        std::ostringstream line;  // formatted apart, so the caller's stream keeps its settings
-        line << "After " << report.local_step << " training steps (" << step
-             << " global steps), loss on training batch is " << std::setprecision(4) << report.loss
-             << " (" << std::setprecision(3) << report.seconds << " sec/batch)";
-        if (report.dropped > 0) line << ", " << report.dropped << " late gradients dropped";
-        *log << line.str() << std::endl;
+        std::int64_t batches;
+        ~Advance() {
+          previous = std::max(previous, step);
+          previous_batches = std::max(previous_batches, batches);
+        }
+      } const advance{previous, previous_batches, step, report.batches};
+      progress.add_loss(report.loss);
+      if (log && options.log_format == LogFormat::tensorflow && due(step, options.log_every)) {
+        *log << tensorflow_line(report) << std::endl;
       }
-      if (options.validation && due(step, options.evaluate_every)) {
-        auto const m = evaluate_if_possible(*options.validation);
-        if (log) {
-          *log << "  validation after " << step << " steps: accuracy " << m.accuracy() << ", loss "
-               << m.mean_loss() << std::endl;
+      // The step that reaches the goal closes the last interval, before its evaluation.
+      if (due(step, options.log_every) || plan.reached(step, report.batches)) {
+        close_interval(step, report.batches, report.applied, report.dropped);
+      }
+      // Whole epochs completed, by the data used: the update that crosses a multiple ends one.
+      bool const epoch_ended =
+          report.batches / batches_per_epoch > previous_batches / batches_per_epoch;
+      if (options.validation &&
+          (due(step, options.evaluate_every) || (options.evaluate_each_epoch && epoch_ended))) {
+        evaluate_now(step, report.batches, options.log_format == LogFormat::tensorflow);
+      }
+      if (epoch_ended) {
+        std::int64_t const epoch = report.batches / batches_per_epoch;
+        for (auto const& hooks : options.hooks) {
+          if (hooks.on_epoch_end) keep_going = hooks.on_epoch_end(epoch, control) && keep_going;
         }
       }
       if (checkpoints && due(step, options.checkpoint_every)) {
         save_checkpoint(options.checkpoint_dir, seed);
       }
-      bool keep_going = true;
       for (auto const& callback : options.callbacks) keep_going = callback(report) && keep_going;
+      for (auto const& hooks : options.hooks) {
+        if (hooks.on_step) keep_going = hooks.on_step(report, control) && keep_going;
+      }
       return keep_going;
     };
     try {
@@ -196,18 +275,31 @@ class Trainer {
 
     auto const& after = strategy_.counters();
     count(result, start);
-    result.epochs = static_cast<double>(after.batches()) / batches_per_epoch;
+    result.epochs = static_cast<double>(after.batches()) / static_cast<double>(batches_per_epoch);
     // Rows of applied gradients only: a dropped gradient trained nothing.
     double const rows = static_cast<double>(after.applied - before.applied) *
                         static_cast<double>(sampler.rows_per_replica());
     result.samples_per_second = result.seconds > 0 ? rows / result.seconds : 0.0;
-    bool const saved_last_step =
-        options.checkpoint_every > 0 && after.global_step % options.checkpoint_every == 0 &&
-        after.global_step != before.global_step;
+    // The steps since the last interval make one more, so the history covers the whole run.
+    if (after.global_step > progress.interval.step) {
+      close_interval(after.global_step, after.batches(), after.applied, after.dropped);
+    }
+    bool const saved_last_step = options.checkpoint_every > 0 &&
+                                 after.global_step % options.checkpoint_every == 0 &&
+                                 after.global_step != before.global_step;
     if (checkpoints && !saved_last_step) {
       save_checkpoint(options.checkpoint_dir, seed);
     }
-    if (options.validation) result.validation = evaluate_if_possible(*options.validation);
+    if (options.validation) {
+      // An evaluation of these very weights already made at the last step is not repeated.
+      if (!last_evaluation || last_evaluation->global_step != after.global_step) {
+        evaluate_now(after.global_step, after.batches(), false);
+      }
+      result.validation = last_evaluation->validation;
+    }
+    for (auto const& hooks : options.hooks) {
+      if (hooks.on_end) hooks.on_end(control);
+    }
     if (log) {
       std::ostringstream line;
       line << "convoy: " << result.global_step << " global steps (" << result.applied
@@ -281,6 +373,105 @@ class Trainer {
     result.dropped = after.dropped;
   }
 
+  // What fit's hooks may do: reach back into this trainer.
+  RunControl make_control(std::ostream* log) {
+    RunControl control;
+    control.global_step = [this] { return strategy_.global_step(); };
+    control.learning_rate = [this] { return strategy_.optimizer().learning_rate(); };
+    control.set_learning_rate = [this](float rate) { strategy_.set_learning_rate(rate); };
+    control.save_weights = [this](std::filesystem::path const& path) { save_weights(path); };
+    control.log = log;
+    control.chief = strategy_.chief();
+    return control;
+  }
+
+  // Where a run stands: the interval since the last record, epochs, totals and the ETA. Written
+  // from after_step, one call at a time.
+  struct Progress {
+    using Clock = std::chrono::steady_clock;
+    struct Interval {
+      Clock::time_point time;
+      std::int64_t step = 0;
+      std::int64_t applied = 0;
+      double loss_sum = 0.0;
+      std::int64_t losses = 0;
+    };
+    RunPlan const& plan;
+    std::int64_t start_step = 0;
+    std::int64_t start_batches = 0;
+    std::int64_t batches_per_epoch = 1;
+    double rows_per_gradient = 0.0;
+    std::int64_t lock_step_batches = 0;  // batches per global step in lock step; 0: measured
+    Clock::time_point start;
+    Interval interval;
+
+    void add_loss(float loss) {
+      interval.loss_sum += static_cast<double>(loss);
+      ++interval.losses;
+    }
+    // Batches per global step: exact in lock step, else as measured in this run.
+    double batches_per_step(std::int64_t step, std::int64_t batches) const {
+      if (lock_step_batches > 0) return static_cast<double>(lock_step_batches);
+      if (step <= start_step || batches <= start_batches) return 1.0;
+      return static_cast<double>(batches - start_batches) / static_cast<double>(step - start_step);
+    }
+    RunTotals totals(std::int64_t step, std::int64_t batches) const {
+      RunTotals t;
+      double const per_step = batches_per_step(step, batches);
+      double total_batches = 0.0, done = 0.0;
+      if (plan.until > 0) {
+        t.steps = plan.until;
+        total_batches = static_cast<double>(start_batches) +
+                        static_cast<double>(plan.until - start_step) * per_step;
+        if (plan.until > start_step) {
+          done =
+              static_cast<double>(step - start_step) / static_cast<double>(plan.until - start_step);
+        }
+      } else {
+        total_batches = static_cast<double>(plan.until_batches);
+        t.steps =
+            start_step + static_cast<std::int64_t>(std::llround(
+                             static_cast<double>(plan.until_batches - start_batches) / per_step));
+        if (plan.until_batches > start_batches) {
+          done = static_cast<double>(batches - start_batches) /
+                 static_cast<double>(plan.until_batches - start_batches);
+        }
+      }
+      t.epochs = static_cast<std::int64_t>(
+          std::ceil(total_batches / static_cast<double>(batches_per_epoch) - 1e-9));
+      double const elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      if (done > 0.0) t.eta_s = std::max(0.0, elapsed * (1.0 - done) / done);
+      return t;
+    }
+    // A record at `step` with the epoch and the elapsed time filled in.
+    HistoryRecord record(RecordKind kind, std::int64_t step, std::int64_t batches) const {
+      HistoryRecord r;
+      r.kind = kind;
+      r.global_step = step;
+      // The epoch the last batch belongs to, from 1: batch b (from 1) is in epoch ceil(b / per).
+      r.epoch = std::max<std::int64_t>(1, (batches + batches_per_epoch - 1) / batches_per_epoch);
+      r.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+      return r;
+    }
+    // The record of the interval ending at `step`; the next interval starts here.
+    HistoryRecord close_interval(std::int64_t step, std::int64_t batches, std::int64_t applied) {
+      auto const now = Clock::now();
+      HistoryRecord r = record(RecordKind::interval, step, batches);
+      double const seconds = std::chrono::duration<double>(now - interval.time).count();
+      if (interval.losses > 0) {
+        r.loss = interval.loss_sum / static_cast<double>(interval.losses);
+      }
+      if (seconds > 0.0) {
+        r.samples_per_s =
+            static_cast<double>(applied - interval.applied) * rows_per_gradient / seconds;
+        if (step > interval.step)
+          r.seconds_per_step = seconds / static_cast<double>(step - interval.step);
+      }
+      interval = Interval{now, step, applied};
+      return r;
+    }
+  };
+
   // A cluster's ps task: serves its shard until every worker is done.
   FitResult serve(RunPlan const& plan, std::ostream* log) {
     auto const start = std::chrono::steady_clock::now();
@@ -312,6 +503,11 @@ class Trainer {
     }
     if (options.log_every < 0 || options.checkpoint_every < 0 || options.evaluate_every < 0) {
       throw Error("convoy: fit's log_every, checkpoint_every and evaluate_every must be >= 0");
+    }
+    if (options.evaluate_each_epoch && !options.validation) {
+      throw Error(
+          "convoy: FitOptions::evaluate_each_epoch needs a validation set in "
+          "FitOptions::validation");
     }
     if (options.validation && !has_evaluate<Model>) {
       throw Error(

@@ -67,10 +67,14 @@ Trainer<Mirrored> make_trainer(optim::Optimizer opt = optim::Adam{0.01f}) {
 
 }  // namespace
 
-TEST_CASE("progress lines have the shape TensorFlow's examples print") {
+TEST_CASE("LogFormat::tensorflow prints the lines of TensorFlow's examples") {
   auto trainer = make_trainer();
   std::ostringstream log;
-  auto result = trainer.fit(data, {.steps = 20, .batch_size = 96, .log_every = 10, .log = &log});
+  auto result = trainer.fit(data, {.steps = 20,
+                                   .batch_size = 96,
+                                   .log_every = 10,
+                                   .log = &log,
+                                   .log_format = LogFormat::tensorflow});
   CHECK(result.global_step == 20);
   CHECK(result.applied == 40);
   std::string const text = log.str();
@@ -243,6 +247,7 @@ TEST_CASE("asynchronous training checkpoints consistent weights and counts globa
                                    .batch_size = 96,
                                    .log_every = 30,
                                    .log = &log,
+                                   .log_format = LogFormat::tensorflow,
                                    .checkpoint_dir = dir.path,
                                    .checkpoint_every = 20});
   CHECK(result.global_step == 60);
