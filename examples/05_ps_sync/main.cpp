@@ -90,8 +90,10 @@ int run(Options const& o) {
   auto const train = convoy::io::load_fashion_mnist(convoy::io::Split::train, dir);
   Strategy strategy{model, {}, {.cluster = cluster}, {.replicas_to_aggregate = o.aggregate}};
   convoy::Trainer<Strategy> trainer{std::move(strategy), convoy::optim::Adam{0.001f}};
-  auto const result = trainer.fit(train, {.steps = o.steps, .batch_size = 100,
-                                          .log_every = o.log_every});
+  auto const result = trainer.fit(train, {.steps = o.steps,
+                                          .batch_size = 100,
+                                          .log_every = o.log_every,
+                                          .log_format = convoy::LogFormat::tensorflow});
   if (trainer.strategy().serves()) return 0;  // a ps: it served until every worker said goodbye
 
   if (!trainer.strategy().chief()) return 0;

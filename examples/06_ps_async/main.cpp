@@ -59,8 +59,10 @@ int run(Options const& o) {
   auto const train = convoy::io::load_fashion_mnist(convoy::io::Split::train, dir);
   convoy::Trainer<Strategy> trainer{Strategy{convoy::nn::Mlp{{28 * 28, 500, 10}}},
                                     convoy::optim::Adam{0.001f}};
-  auto const result = trainer.fit(train, {.steps = o.steps, .batch_size = 100,
-                                          .log_every = o.log_every});
+  auto const result = trainer.fit(train, {.steps = o.steps,
+                                          .batch_size = 100,
+                                          .log_every = o.log_every,
+                                          .log_format = convoy::LogFormat::tensorflow});
   if (trainer.strategy().serves() || !trainer.strategy().chief()) return 0;
 
   // The chief reports the ps's counters: each worker's steps, and the global step, their sum.
