@@ -24,14 +24,19 @@ function(_convoy_find package provider)
     set(BLA_VENDOR OpenBLAS)  # one BLAS thread per replica is set through OpenBLAS's own call
   endif()
   if(package STREQUAL "Thrust")
-    # The CUDA toolkit's CCCL first when there is a toolkit (wherever FindCUDAToolkit locates it),
-    # then the default search, which finds Debian's libthrust-dev in /usr/share/cmake/thrust.
+    # One rule, in convoy's build and in a consumer's: the CUDA toolkit's CCCL whenever CMake finds
+    # a toolkit (FindCUDAToolkit: CUDAToolkit_ROOT, nvcc on the PATH, ...), even if another Thrust
+    # comes first on the prefix path; else the default search (Debian's libthrust-dev in
+    # /usr/share/cmake/thrust, vcpkg's thrust). -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON skips
+    # the first.
     find_package(CUDAToolkit QUIET)
     if(CUDAToolkit_FOUND)
-      list(APPEND ARGN HINTS "${CUDAToolkit_LIBRARY_DIR}/cmake/thrust")
+      find_package(Thrust ${ARGN} QUIET PATHS "${CUDAToolkit_LIBRARY_DIR}/cmake/thrust" NO_DEFAULT_PATH)
     endif()
   endif()
-  find_package(${package} ${ARGN} ${quiet})
+  if(NOT ${package}_FOUND)
+    find_package(${package} ${ARGN} ${quiet})
+  endif()
   if(${package}_FOUND)
     set(_convoy_missing "" PARENT_SCOPE)
   else()
