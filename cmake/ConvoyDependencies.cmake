@@ -1,29 +1,89 @@
 # Finds convoy's dependencies. Included by the build and, through convoy-config.cmake, by every
 # project that uses the installed package, so both resolve them the same way.
-include(CMakeFindDependencyMacro)
+#
+# A dependency that is missing stops the caller with a message that names it and the Debian
+# package that provides it: a FATAL_ERROR in convoy's own build (top level or FetchContent), and
+# convoy_FOUND=FALSE with convoy_NOT_FOUND_MESSAGE when convoy-config.cmake includes this file
+# (it sets _convoy_package_config), so find_package(convoy) fails with that message, or goes on
+# without convoy when not REQUIRED.
+#
+# The searches run inside a function, so their result variables (ZLIB_INCLUDE_DIRS, BLA_VENDOR,
+# CUDAToolkit_*...) stay there; only the imported targets and the usual cache entries remain.
+#
+# Input: _convoy_with_zmq (true: find cppzmq for convoy::zmq_ps).
 
-find_dependency(Threads)
-find_dependency(OpenMP)
-find_dependency(ZLIB)
-find_dependency(cereal CONFIG)
-# The C++ binding of ZeroMQ (cppzmq-dev, libzmq3-dev), for convoy::zmq_ps only.
-find_dependency(cppzmq CONFIG)
-
-if(NOT DEFINED BLA_VENDOR)
-  set(BLA_VENDOR OpenBLAS)  # one BLAS thread per replica is set through OpenBLAS's own call
-endif()
-find_dependency(BLAS)
-
-# Thrust with its OpenMP system for host math: the CUDA toolkit's CCCL when present, otherwise
-# Debian's libthrust-dev. Either ships thrust-config.cmake.
-if(NOT TARGET convoy::thrust_host)
-  find_package(CUDAToolkit QUIET)
-  set(_convoy_thrust_hints "")
-  if(CUDAToolkit_FOUND)
-    list(APPEND _convoy_thrust_hints "${CUDAToolkit_LIBRARY_DIR}/cmake/thrust")
+# _convoy_find(<package> <provider> [find_package arguments...]): sets _convoy_missing in the
+# caller to a message when <package> is not found, else to "". <provider> is one argument, so it
+# holds no semicolon.
+function(_convoy_find package provider)
+  set(quiet "")
+  if(CMAKE_FIND_PACKAGE_NAME AND ${CMAKE_FIND_PACKAGE_NAME}_FIND_QUIETLY)
+    set(quiet QUIET)
   endif()
-  list(APPEND _convoy_thrust_hints /usr/local/cuda/lib64/cmake/thrust /usr/share/cmake/thrust)
-  find_dependency(Thrust CONFIG HINTS ${_convoy_thrust_hints})
-  thrust_create_target(convoy_thrust_host HOST CPP DEVICE OMP)
+  if(package STREQUAL "BLAS" AND NOT DEFINED BLA_VENDOR)
+    set(BLA_VENDOR OpenBLAS)  # one BLAS thread per replica is set through OpenBLAS's own call
+  endif()
+  if(package STREQUAL "Thrust")
+    # One rule, in convoy's build and in a consumer's: the CUDA toolkit's CCCL whenever CMake finds
+    # a toolkit (FindCUDAToolkit: CUDAToolkit_ROOT, nvcc on the PATH, ...), even if another Thrust
+    # comes first on the prefix path; else the default search (Debian's libthrust-dev in
+    # /usr/share/cmake/thrust, vcpkg's thrust). -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON skips
+    # the first.
+    find_package(CUDAToolkit QUIET)
+    if(CUDAToolkit_FOUND)
+      find_package(Thrust ${ARGN} QUIET PATHS "${CUDAToolkit_LIBRARY_DIR}/cmake/thrust" NO_DEFAULT_PATH)
+    endif()
+  endif()
+  if(NOT ${package}_FOUND)
+    find_package(${package} ${ARGN} ${quiet})
+  endif()
+  if(${package}_FOUND)
+    set(_convoy_missing "" PARENT_SCOPE)
+  else()
+    string(CONCAT message "convoy needs ${package}, which was not found: install ${provider}, or "
+                          "point CMAKE_PREFIX_PATH (or ${package}_DIR / ${package}_ROOT) at it")
+    set(_convoy_missing "${message}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# _convoy_require(<package> <provider> [find_package arguments...]): _convoy_find, then stops the
+# including file's caller as described at the top. A macro, so return() leaves this file.
+macro(_convoy_require)
+  _convoy_find(${ARGV})
+  if(_convoy_missing)
+    if(_convoy_package_config)
+      set(convoy_FOUND FALSE)
+      set(convoy_NOT_FOUND_MESSAGE "${_convoy_missing}")
+      unset(_convoy_missing)
+      return()
+    endif()
+    message(FATAL_ERROR "${_convoy_missing}")
+  endif()
+  unset(_convoy_missing)
+endmacro()
+
+_convoy_require(Threads "the C library's threads (libc6-dev)")
+_convoy_require(OpenMP
+  "the compiler's OpenMP runtime (GCC: libgomp, part of gcc, clang-14: libomp-14-dev)")
+_convoy_require(ZLIB "zlib1g-dev")
+_convoy_require(cereal "libcereal-dev" CONFIG)
+_convoy_require(BLAS "libopenblas-dev (or set BLA_VENDOR to the BLAS you have)")
+_convoy_require(Thrust
+  "libthrust-dev, or the CUDA toolkit (its CCCL ships Thrust, found through CUDAToolkit_ROOT or nvcc on the PATH)" CONFIG)
+if(_convoy_with_zmq)
+  # The C++ binding of ZeroMQ, for convoy::zmq_ps only.
+  _convoy_require(cppzmq "cppzmq-dev and libzmq3-dev (ZeroMQ's C++ binding and library)" CONFIG)
+endif()
+
+# Thrust's headers and OpenMP for convoy's host math (convoy/math/host.hpp). Those headers choose
+# thrust::omp::par or thrust::cpp::par themselves, so convoy needs no Thrust system defines; only
+# C++ files get THRUST_DEVICE_SYSTEM=OMP, because the default (CUDA) system does not compile
+# without the CUDA headers. A consumer target that picks its own device system sets the property
+# CONVOY_THRUST_OWN_DEVICE_SYSTEM to keep convoy's define off it (docs/packaging.md).
+if(NOT TARGET convoy::thrust_host)
+  add_library(convoy_thrust_host INTERFACE IMPORTED)
+  target_link_libraries(convoy_thrust_host INTERFACE Thrust::Thrust OpenMP::OpenMP_CXX)
+  target_compile_definitions(convoy_thrust_host INTERFACE
+    "$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<NOT:$<BOOL:$<TARGET_PROPERTY:CONVOY_THRUST_OWN_DEVICE_SYSTEM>>>>:THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP>")
   add_library(convoy::thrust_host ALIAS convoy_thrust_host)
 endif()

@@ -15,7 +15,10 @@ install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/convoy"
 install(PROGRAMS "${PROJECT_SOURCE_DIR}/tools/convoy-launch"
         DESTINATION "${CMAKE_INSTALL_BINDIR}")
 
-install(TARGETS convoy convoy_zmq_ps EXPORT convoy-targets)
+install(TARGETS convoy EXPORT convoy-targets)
+if(CONVOY_ENABLE_ZMQ)
+  install(TARGETS convoy_zmq_ps EXPORT convoy-targets)
+endif()
 install(EXPORT convoy-targets
         NAMESPACE convoy::
         DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")

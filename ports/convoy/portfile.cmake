@@ -14,14 +14,30 @@ set(SOURCE_PATH "${CMAKE_CURRENT_LIST_DIR}/../..")
 # Header-only: nothing differs between debug and release, so configure once.
 set(VCPKG_BUILD_TYPE release)
 
+# Each feature is resolved one way, whatever else is on the machine:
+#   zmq    CONVOY_ENABLE_ZMQ=ON: convoy::zmq_ps, with vcpkg's cppzmq and zeromq. Without it the
+#          target is not built or exported and cppzmq is not looked for.
+#   cuda   CONVOY_ENABLE_CUDA=ON and Thrust from the CUDA toolkit that vcpkg's cuda port located
+#          (vcpkg_find_cuda); without it the toolkit is never searched, so Thrust is vcpkg's thrust.
 vcpkg_check_features(OUT_FEATURE_OPTIONS FEATURE_OPTIONS
   FEATURES
+    zmq  CONVOY_ENABLE_ZMQ
     cuda CONVOY_ENABLE_CUDA)
+
+if("cuda" IN_LIST FEATURES)
+  include("${CURRENT_INSTALLED_DIR}/share/cuda/vcpkg_find_cuda.cmake")
+  vcpkg_find_cuda(OUT_CUDA_TOOLKIT_ROOT cuda_toolkit_root)
+  list(APPEND FEATURE_OPTIONS "-DCUDAToolkit_ROOT=${cuda_toolkit_root}"
+                              "-DCMAKE_CUDA_COMPILER=${cuda_toolkit_root}/bin/nvcc")
+else()
+  list(APPEND FEATURE_OPTIONS -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)
+endif()
 
 vcpkg_cmake_configure(
   SOURCE_PATH "${SOURCE_PATH}"
   OPTIONS
     ${FEATURE_OPTIONS}
+    -DCONVOY_INSTALL=ON
     -DCONVOY_BUILD_TESTS=OFF
     -DCONVOY_BUILD_EXAMPLES=OFF
     -DCONVOY_BUILD_BENCHMARKS=OFF)

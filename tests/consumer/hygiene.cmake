@@ -1,0 +1,51 @@
+# Included by the project run_configure_checks.cmake (MODE=snippet) writes around the FetchContent
+# snippet of docs/packaging.md, with the variables from before it in convoy_hygiene_before.
+# Prints "convoy hygiene: ok" when convoy added its targets and nothing else:
+#  - no new normal (non-cache) variable but FetchContent's own: convoy_SOURCE_DIR,
+#    convoy_BINARY_DIR, convoy_POPULATED, and the __cmake_* ones its FetchContent_MakeAvailable
+#    macro leaves behind (CMake 3.25). Cache entries are allowed: find_package leaves <Package>_DIR
+#    and its search results there, convoy its CONVOY_* options, as any dependency does.
+#  - the targets convoy::convoy and convoy::zmq_ps, and in convoy's folder no other target (no
+#    tests, examples, benchmarks, warning target) but those Thrust's package defines where it is
+#    found (_Thrust_*, _libcudacxx_*, _CUB_*: normal targets behind Thrust::Thrust), and no subfolder;
+#  - no CUDA probe: neither CONVOY_ENABLE_CUDA nor CMAKE_CUDA_COMPILER is set, CUDA not enabled.
+get_cmake_property(convoy_hygiene_after VARIABLES)
+list(REMOVE_ITEM convoy_hygiene_after ${convoy_hygiene_before} convoy_hygiene_before)
+set(convoy_hygiene_allowed convoy_SOURCE_DIR convoy_BINARY_DIR convoy_POPULATED)
+set(convoy_hygiene_problems "")
+foreach(convoy_hygiene_name IN LISTS convoy_hygiene_after)
+  if(NOT DEFINED CACHE{${convoy_hygiene_name}}
+     AND NOT convoy_hygiene_name IN_LIST convoy_hygiene_allowed
+     AND NOT convoy_hygiene_name MATCHES "^__cmake_")
+    list(APPEND convoy_hygiene_problems "variable ${convoy_hygiene_name} leaked into the caller")
+  endif()
+endforeach()
+
+foreach(convoy_hygiene_target convoy::convoy convoy::zmq_ps)
+  if(NOT TARGET ${convoy_hygiene_target})
+    list(APPEND convoy_hygiene_problems "no target ${convoy_hygiene_target}")
+  endif()
+endforeach()
+get_property(convoy_hygiene_targets DIRECTORY "${convoy_SOURCE_DIR}" PROPERTY BUILDSYSTEM_TARGETS)
+list(FILTER convoy_hygiene_targets EXCLUDE REGEX "^_(Thrust|libcudacxx|CUB|cub)_")
+list(SORT convoy_hygiene_targets)
+if(NOT convoy_hygiene_targets STREQUAL "convoy;convoy_zmq_ps")
+  list(APPEND convoy_hygiene_problems "convoy defined targets '${convoy_hygiene_targets}'")
+endif()
+get_property(convoy_hygiene_subdirectories DIRECTORY "${convoy_SOURCE_DIR}" PROPERTY SUBDIRECTORIES)
+if(convoy_hygiene_subdirectories)
+  list(APPEND convoy_hygiene_problems "convoy added folders '${convoy_hygiene_subdirectories}'")
+endif()
+
+get_property(convoy_hygiene_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+if(DEFINED CONVOY_ENABLE_CUDA OR DEFINED CMAKE_CUDA_COMPILER OR "CUDA" IN_LIST convoy_hygiene_languages)
+  list(APPEND convoy_hygiene_problems "convoy probed for CUDA (CONVOY_ENABLE_CUDA='${CONVOY_ENABLE_CUDA}', "
+       "CMAKE_CUDA_COMPILER='${CMAKE_CUDA_COMPILER}', languages '${convoy_hygiene_languages}')")
+endif()
+
+if(convoy_hygiene_problems)
+  list(JOIN convoy_hygiene_problems "\n  " convoy_hygiene_problems)
+  message(FATAL_ERROR "convoy hygiene: FetchContent_MakeAvailable(convoy) did more than add its "
+                      "targets:\n  ${convoy_hygiene_problems}")
+endif()
+message(STATUS "convoy hygiene: ok")

@@ -1,0 +1,215 @@
+# Configure-only checks of how convoy behaves inside a user's project; nothing is compiled.
+#   cmake -DMODE=<mode> -DCONVOY_SOURCE_DIR=... -DCONVOY_BINARY_DIR=... -DWORK_DIR=...
+#         [-DBUILD_TYPE=Release] [-DCXX_COMPILER=...] [-DGENERATOR=...] [-DPREFIX_PATH=a|b]
+#         -P run_configure_checks.cmake
+# missing_toplevel      convoy configured alone with each dependency hidden
+#                       (CMAKE_DISABLE_FIND_PACKAGE_<name>): fails, naming it and its Debian package.
+# missing_fetchcontent  the same through FetchContent (tests/consumer/app).
+# missing_find_package  the same through find_package(convoy) of a fresh install.
+# snippet               docs/packaging.md's FetchContent snippet, verbatim but for its SOURCE_DIR,
+#                       configures; convoy adds its targets and nothing else (tests/consumer/hygiene.cmake).
+# usage                 what convoy::convoy puts on a consumer's compile lines (tests/consumer/usage).
+cmake_minimum_required(VERSION 3.25)
+
+foreach(required MODE CONVOY_SOURCE_DIR CONVOY_BINARY_DIR WORK_DIR)
+  if(NOT DEFINED ${required})
+    message(FATAL_ERROR "run_configure_checks.cmake: pass -D${required}=...")
+  endif()
+endforeach()
+if(PREFIX_PATH)
+  string(REPLACE "|" ";" PREFIX_PATH "${PREFIX_PATH}")
+  cmake_path(CONVERT "${PREFIX_PATH}" TO_NATIVE_PATH_LIST native_prefix_path)
+  set(ENV{CMAKE_PREFIX_PATH} "${native_prefix_path}")
+endif()
+
+# run_step(<name> [EXPECT_FAILURE] COMMAND <args>...): as in run_consumer.cmake; the output goes
+# to step_output in the caller.
+function(run_step name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "EXPECT_FAILURE" "" "COMMAND")
+  message(STATUS "[${MODE}] ${name}")
+  execute_process(COMMAND ${arg_COMMAND} RESULT_VARIABLE result
+                  OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  if(arg_EXPECT_FAILURE AND result EQUAL 0)
+    message(FATAL_ERROR "[${MODE}] step '${name}' should have failed but succeeded:\n${output}")
+  elseif(NOT arg_EXPECT_FAILURE AND NOT result EQUAL 0)
+    list(JOIN arg_COMMAND " " shown)
+    message(FATAL_ERROR "[${MODE}] step '${name}' failed (${result}):\n  ${shown}\n${output}")
+  endif()
+  set(step_output "${output}" PARENT_SCOPE)
+endfunction()
+
+# expect_in_output(<text>...): each text must appear in the last step's output.
+function(expect_in_output)
+  foreach(text IN LISTS ARGN)
+    string(FIND "${step_output}" "${text}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "[${MODE}] expected '${text}' in the output:\n${step_output}")
+    endif()
+  endforeach()
+endfunction()
+
+set(configure_args -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+if(GENERATOR)
+  list(APPEND configure_args -G "${GENERATOR}")
+endif()
+if(BUILD_TYPE)
+  list(APPEND configure_args "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}")
+  set(config_args --config "${BUILD_TYPE}")
+endif()
+if(CXX_COMPILER)
+  list(APPEND configure_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+endif()
+
+# hidden_dependency_checks(<source dir> <args>...): configures the project in <source dir> once per
+# dependency, with that one hidden; each must fail and name it with the package that provides it.
+# One build folder for all of them, so the compiler is detected once. The caller's extra_expected
+# lists more text each output must hold.
+function(hidden_dependency_checks source_dir)
+  set(cases
+    "cereal|libcereal-dev"
+    "ZLIB|zlib1g-dev"
+    "BLAS|libopenblas-dev"
+    "Thrust|libthrust-dev"
+    "OpenMP|libomp-14-dev"
+    "cppzmq|cppzmq-dev")
+  if(MODE STREQUAL "missing_toplevel")
+    list(APPEND cases "doctest|doctest-dev")  # only convoy's own tests need it
+  endif()
+  set(hidden_before "")
+  foreach(case IN LISTS cases)
+    string(REPLACE "|" ";" case "${case}")
+    list(GET case 0 package)
+    list(GET case 1 provider)
+    set(reset "")
+    if(hidden_before)
+      set(reset "-DCMAKE_DISABLE_FIND_PACKAGE_${hidden_before}=OFF")
+    endif()
+    run_step("${package} hidden" EXPECT_FAILURE
+      COMMAND "${CMAKE_COMMAND}" -S "${source_dir}" -B "${WORK_DIR}/build" ${configure_args} ${ARGN}
+              ${reset} "-DCMAKE_DISABLE_FIND_PACKAGE_${package}=ON")
+    expect_in_output("convoy needs ${package}, which was not found" "${provider}" ${extra_expected})
+    set(hidden_before "${package}")
+  endforeach()
+endfunction()
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+set(app_dir "${CMAKE_CURRENT_LIST_DIR}/app")
+if(MODE STREQUAL "missing_toplevel")
+  hidden_dependency_checks("${CONVOY_SOURCE_DIR}"
+    -DCONVOY_BUILD_TESTS=ON -DCONVOY_BUILD_EXAMPLES=OFF -DCONVOY_BUILD_BENCHMARKS=OFF)
+elseif(MODE STREQUAL "missing_fetchcontent")
+  hidden_dependency_checks("${app_dir}"
+    -DCONVOY_CONSUME=fetchcontent "-DCONVOY_SOURCE_DIR=${CONVOY_SOURCE_DIR}")
+elseif(MODE STREQUAL "missing_find_package")
+  set(prefix "${WORK_DIR}/prefix")
+  run_step("install convoy into ${prefix}"
+    COMMAND "${CMAKE_COMMAND}" --install "${CONVOY_BINARY_DIR}" --prefix "${prefix}" ${config_args})
+  # find_package(convoy REQUIRED) reports the reason as the package's own.
+  set(extra_expected "${prefix}/share/cmake/convoy/convoy-config.cmake" "set convoy_FOUND to FALSE")
+  hidden_dependency_checks("${app_dir}" -DCONVOY_CONSUME=find_package "-DCMAKE_PREFIX_PATH=${prefix}")
+elseif(MODE STREQUAL "snippet")
+  # The fenced block right under the marker line is the snippet; its placeholder path becomes this
+  # checkout. The project around it records the variables before and after (hygiene.cmake).
+  file(READ "${CONVOY_SOURCE_DIR}/docs/packaging.md" doc)
+  set(marker "<!-- tested: tests/consumer/run_configure_checks.cmake MODE=snippet -->\n```cmake\n")
+  string(FIND "${doc}" "${marker}" begin)
+  if(begin EQUAL -1)
+    message(FATAL_ERROR "[snippet] docs/packaging.md has no line '<!-- tested: "
+                        "tests/consumer/run_configure_checks.cmake MODE=snippet -->' above a ```cmake block")
+  endif()
+  string(LENGTH "${marker}" marker_length)
+  math(EXPR begin "${begin} + ${marker_length}")
+  string(SUBSTRING "${doc}" ${begin} -1 doc)
+  string(FIND "${doc}" "\n```" end)
+  string(SUBSTRING "${doc}" 0 ${end} snippet)
+  set(placeholder "/path/to/convoy")
+  string(FIND "${snippet}" "${placeholder}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "[snippet] the snippet in docs/packaging.md no longer says ${placeholder}:\n${snippet}")
+  endif()
+  string(REPLACE "${placeholder}" "${CONVOY_SOURCE_DIR}" snippet "${snippet}")
+  set(project_dir "${WORK_DIR}/project")
+  file(WRITE "${project_dir}/main.cpp" "int main() { return 0; }\n")
+  file(WRITE "${project_dir}/CMakeLists.txt"
+    "cmake_minimum_required(VERSION 3.25)\n"
+    "project(convoy_snippet LANGUAGES CXX)\n"
+    "enable_testing()  # so convoy's folder would list any test it added\n"
+    "get_cmake_property(convoy_hygiene_before VARIABLES)\n"
+    "# ---- docs/packaging.md ----\n"
+    "${snippet}\n"
+    "# ---- end of the snippet ----\n"
+    "include(\"${CMAKE_CURRENT_LIST_DIR}/hygiene.cmake\")\n")
+  run_step("configure the snippet"
+    COMMAND "${CMAKE_COMMAND}" -S "${project_dir}" -B "${WORK_DIR}/build" ${configure_args})
+  expect_in_output("convoy hygiene: ok")
+  # What only the generated files show: no install rules, no tests from convoy's folder.
+  set(convoy_build "${WORK_DIR}/build/_deps/convoy-build")
+  file(READ "${convoy_build}/cmake_install.cmake" install_script)
+  if(install_script MATCHES "file\\(INSTALL")
+    message(FATAL_ERROR "[snippet] convoy added install rules to the consumer (${convoy_build}/cmake_install.cmake)")
+  endif()
+  if(EXISTS "${convoy_build}/CTestTestfile.cmake")
+    file(READ "${convoy_build}/CTestTestfile.cmake" ctest_script)
+    if(ctest_script MATCHES "add_test|subdirs")
+      message(FATAL_ERROR "[snippet] convoy added tests to the consumer (${convoy_build}/CTestTestfile.cmake)")
+    endif()
+  endif()
+elseif(MODE STREQUAL "usage")
+  run_step("configure tests/consumer/usage"
+    COMMAND "${CMAKE_COMMAND}" -S "${CMAKE_CURRENT_LIST_DIR}/usage" -B "${WORK_DIR}/build"
+            ${configure_args} "-DCONVOY_SOURCE_DIR=${CONVOY_SOURCE_DIR}" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON)
+  file(READ "${WORK_DIR}/build/compile_commands.json" commands)
+  # command_for(<file name> <out>): the compile line of the source file named so.
+  function(command_for name out)
+    string(JSON count LENGTH "${commands}")
+    math(EXPR last "${count} - 1")
+    foreach(i RANGE ${last})
+      string(JSON file GET "${commands}" ${i} file)
+      if(file MATCHES "/${name}$")
+        string(JSON command GET "${commands}" ${i} command)
+        set(${out} "${command}" PARENT_SCOPE)
+        return()
+      endif()
+    endforeach()
+    message(FATAL_ERROR "[usage] no compile command for ${name} in ${WORK_DIR}/build/compile_commands.json")
+  endfunction()
+  # defines_of(<command> <out>): its -D definitions, sorted, but NDEBUG (from the build type).
+  function(defines_of command out)
+    string(REGEX MATCHALL "(^| )-D[^ ]+" defines "${command}")
+    list(TRANSFORM defines STRIP)
+    list(REMOVE_ITEM defines -DNDEBUG)
+    list(SORT defines)
+    set(${out} "${defines}" PARENT_SCOPE)
+  endfunction()
+  # A plain C++ consumer gets exactly one define from convoy, OpenMP and C++20.
+  command_for(plain.cpp command)
+  defines_of("${command}" defines)
+  if(NOT defines STREQUAL "-DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP")
+    message(FATAL_ERROR "[usage] plain.cpp: expected only THRUST_DEVICE_SYSTEM=OMP from convoy, "
+                        "got '${defines}':\n${command}")
+  endif()
+  if(NOT command MATCHES "-fopenmp" OR NOT command MATCHES "-std=(c|gnu)\\+\\+(20|2a)")
+    message(FATAL_ERROR "[usage] plain.cpp: expected OpenMP and C++20 flags:\n${command}")
+  endif()
+  # A target that chooses its own device system gets no Thrust define from convoy.
+  command_for(own_system.cpp command)
+  defines_of("${command}" defines)
+  if(NOT defines STREQUAL "-DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_CPP")
+    message(FATAL_ERROR "[usage] own_system.cpp (CONVOY_THRUST_OWN_DEVICE_SYSTEM ON): expected only "
+                        "its own THRUST_DEVICE_SYSTEM=CPP, got '${defines}':\n${command}")
+  endif()
+  # With a CUDA compiler: a CUDA file in a target that also links Thrust for CUDA keeps its system.
+  file(STRINGS "${WORK_DIR}/build/CMakeCache.txt" has_cuda REGEX "^CONVOY_USAGE_CUDA:BOOL=ON$")
+  if(has_cuda)
+    command_for(kernel.cu command)
+    if(command MATCHES "THRUST_DEVICE_SYSTEM_OMP" OR NOT command MATCHES "THRUST_DEVICE_SYSTEM_CUDA")
+      message(FATAL_ERROR "[usage] kernel.cu: expected Thrust's CUDA system and no OMP define:\n${command}")
+    endif()
+    message(STATUS "[usage] kernel.cu keeps THRUST_DEVICE_SYSTEM_CUDA")
+  else()
+    message(STATUS "[usage] no CUDA compiler: the CUDA consumer part was not checked")
+  endif()
+else()
+  message(FATAL_ERROR "run_configure_checks.cmake: unknown MODE '${MODE}'")
+endif()
+message(STATUS "[${MODE}] ok")
