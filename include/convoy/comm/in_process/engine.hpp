@@ -4,6 +4,7 @@
 // policy's rule object. A replica that outlasts the policy's timeout ends the run.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -64,6 +65,7 @@ class Engine {
       stuck = run_central_store(group_, shared_plan, sync_);
     }
     if (!stuck.empty()) {
+      std::sort(stuck.begin(), stuck.end());  // named in order, whichever the watch saw first
       abandoned_ = true;
       abandoned_text_ = name_replicas(stuck);
       throw TimeoutError("convoy: " + abandoned_text_ + " did not finish a step within " +
