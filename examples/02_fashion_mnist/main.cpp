@@ -64,6 +64,7 @@ struct Options {
   std::string checkpoint_dir;
   std::int64_t checkpoint_every = 0;
   std::string save_weights;
+  std::string metrics;  // a metrics log for tools/plot; validation on the test set then
   std::string data_dir;
   bool log_placement = false;
 };
@@ -111,6 +112,8 @@ constexpr std::string_view usage = R"(usage: fashion_mnist [options]
   --checkpoint-dir DIR  write checkpoints there and resume from the latest one
   --checkpoint-every N  checkpoint every N steps; 0: only at the end (default 0)
   --save-weights FILE   save the trained weights by name (.bin, .pbin or .json)
+  --metrics FILE        write loss, samples/s and test accuracy every --log-every steps to FILE
+                        (.csv or .jsonl), for tools/plot
   --data-dir DIR        Fashion-MNIST files     (default $CONVOY_FASHION_MNIST_DIR, or
                         /usr/share/datasets/fashion-mnist)
   --log-placement       print where every variable lives and which replica computes
@@ -256,6 +259,8 @@ Options parse(int argc, char** argv) {
                                       "expected a whole number >= 0 (0: only at the end)");
     } else if (arg == "--save-weights") {
       o.save_weights = value();
+    } else if (arg == "--metrics") {
+      o.metrics = value();
     } else if (arg == "--data-dir") {
       o.data_dir = value();
     } else if (arg == "--log-placement") {
@@ -286,6 +291,12 @@ void check_paths(Options const& o) {
   if (!o.save_weights.empty()) {
     examples::require("--save-weights", o.save_weights, [&] {
       convoy::io::require_writable_file(o.save_weights, "weights file", true);
+    });
+  }
+  if (!o.metrics.empty()) {
+    examples::require("--metrics", o.metrics, [&] {
+      convoy::callbacks::metrics_format_for(o.metrics);
+      convoy::io::require_writable_file(o.metrics, "metrics file", true);
     });
   }
 }
@@ -352,14 +363,20 @@ int train(Options const& o, convoy::Trainer<Strategy>& trainer, Data const& data
     trainer.fit(data.train, {.steps = o.steps, .epochs = o.epochs, .batch_size = o.batch});
     return 0;
   }
-  auto const result = trainer.fit(data.train, {.steps = o.steps,
-                                               .epochs = o.epochs,
-                                               .batch_size = o.batch,
-                                               .log_every = o.log_every,
-                                               .log_format = convoy::LogFormat::tensorflow,
-                                               .seed = o.seed,
-                                               .checkpoint_dir = o.checkpoint_dir,
-                                               .checkpoint_every = o.checkpoint_every});
+  convoy::FitOptions fit{.steps = o.steps,
+                         .epochs = o.epochs,
+                         .batch_size = o.batch,
+                         .log_every = o.log_every,
+                         .log_format = convoy::LogFormat::tensorflow,
+                         .seed = o.seed,
+                         .checkpoint_dir = o.checkpoint_dir,
+                         .checkpoint_every = o.checkpoint_every};
+  if (!o.metrics.empty()) {  // a row every --log-every steps, with the test set's accuracy
+    fit.validation = &data.test;
+    fit.evaluate_every = o.log_every;
+    fit.hooks.push_back(convoy::callbacks::metrics_log(o.metrics));
+  }
+  auto const result = trainer.fit(data.train, fit);
   auto const metrics = trainer.evaluate(data.test);
   if (!o.save_weights.empty() && trainer.strategy().chief()) {
     trainer.save_weights(o.save_weights);
