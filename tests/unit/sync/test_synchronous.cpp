@@ -10,6 +10,7 @@
 #include <cstring>
 #include <latch>
 #include <memory>
+#include <numeric>
 #include <feed.hpp>
 #include <random>
 #include <synthetic.hpp>
@@ -249,6 +250,9 @@ TEST_CASE("one of two: each step applies the first gradient alone and drops the 
   CHECK(t.global_step == 60);
   CHECK(t.applied == 60);
   CHECK(t.batches == 60);  // dropped gradients' batches are computed again, not counted twice
-  CHECK(t.losses.size() == 60);
-  CHECK(t.losses.back() < 0.6f * t.losses.front());
+  REQUIRE(t.losses.size() == 60);
+  // It learns: the last ten updates' mean loss against the first five's. One batch of 48 rows is
+  // too noisy a witness, and which replica's rows each update takes depends on timing.
+  auto mean = [](auto first, auto last) { return std::accumulate(first, last, 0.0f) / float(last - first); };
+  CHECK(mean(t.losses.end() - 10, t.losses.end()) < 0.6f * mean(t.losses.begin(), t.losses.begin() + 5));
 }
