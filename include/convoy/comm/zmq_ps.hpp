@@ -29,11 +29,15 @@ struct ZmqPs {
   /// looked up and its IPv4 address bound; "*" binds every interface).
   std::string bind_host{};
   std::ostream* log = &std::clog;  ///< serving and waiting messages; null: none
+  /// CurveZMQ key files, or plaintext (docs/parameter_server.md#security). A ps task bound to a
+  /// non-loopback address without keys refuses to start unless `allow_plaintext` is set.
+  using Security = zmq_ps::Security;
+  Security security{};
 
   template <class Model, class Placement, class Sync>
   using engine = zmq_ps::Engine<Model, Placement, Sync>;
 
-  zmq_ps::Options options() const { return {cluster, connect_timeout, bind_host, log}; }
+  zmq_ps::Options options() const { return {cluster, connect_timeout, bind_host, log, security}; }
 };
 static_assert(communication_policy<ZmqPs>);
 

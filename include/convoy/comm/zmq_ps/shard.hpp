@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -30,6 +31,7 @@
 #include "../../optim/optimizer.hpp"
 #include "../../place/sharded.hpp"
 #include "../../sync/rules.hpp"
+#include "security.hpp"
 #include "wire.hpp"
 
 namespace convoy::comm::zmq_ps {
@@ -83,6 +85,7 @@ class Shard {
     std::size_t workers = 1;
     std::string endpoint;  ///< "tcp://host:port" to bind
     std::ostream* log = &std::clog;
+    ServerSecurity security{};  ///< CURVE keys and authorized workers, or plaintext
   };
 
   Shard(std::vector<place::Piece const*> pieces, optim::Optimizer optimizer, Sync sync,
@@ -111,8 +114,21 @@ class Shard {
   /// cannot be bound, and TimeoutError when no worker has sent anything for the policy's timeout
   /// while some have not said goodbye (a worker died, or never came).
   void serve() {
+    check_bind(name(), options_.endpoint, options_.security);  // before anything is bound
     zmq::context_t context(1);
+    // The ZAP handler is bound before the shard's socket, so no handshake comes before it.
+    std::optional<ZapHandler> zap;
+    if (options_.security.keys) {
+      require_curve();
+      zap.emplace(context, options_.security.authorized, name(), options_.log);
+    }
     zmq::socket_t socket(context, zmq::socket_type::router);
+    if (options_.security.keys) {
+      socket.set(zmq::sockopt::curve_server, true);
+      socket.set(zmq::sockopt::curve_secretkey, options_.security.keys->secret_key);
+      // Every handshake is checked by the ZAP handler, whatever the domain.
+      socket.set(zmq::sockopt::zap_domain, "convoy");
+    }
     socket.set(zmq::sockopt::linger, 0);
     // An answer to a vanished worker fails at once; one to a worker that does not read fails after
     // a second: either way the shard goes on serving the others.
@@ -132,7 +148,7 @@ class Shard {
       *options_.log << "convoy: " << name() << " serving " << elements_ * sizeof(float)
                     << " bytes of weights in " << pieces_.size() << " piece(s) on "
                     << options_.endpoint << " for " << options_.workers << " worker(s) under "
-                    << Sync::name << std::endl;
+                    << Sync::name << "; " << options_.security.mode() << std::endl;
     }
     socket_ = &socket;
     auto last_heard = std::chrono::steady_clock::now();
@@ -140,8 +156,14 @@ class Shard {
     // The most frames a request carries: the peer, the header, weights and slots for each piece.
     std::size_t const most = 2 + (1 + optimizer_.slot_names().size()) * pieces_.size();
     while (goodbyes_.size() < options_.workers) {
-      zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(200));
+      zmq::pollitem_t items[2] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
+                                  {zap ? zap->socket().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, zap ? 2 : 1, std::chrono::milliseconds(200));
+      if (zap && (items[1].revents & ZMQ_POLLIN)) {
+        zap->handle_one();  // a refused worker is logged there; the others are served on
+        refused_ = zap->refused();
+      }
+      auto const& item = items[0];
       if (!(item.revents & ZMQ_POLLIN)) {
         if (std::chrono::steady_clock::now() - last_heard > sync_.timeout) {
           socket_ = nullptr;
@@ -176,7 +198,9 @@ class Shard {
     if (options_.log) {
       *options_.log << "convoy: " << name() << " done: every worker said goodbye at global step "
                     << counters_.global_step << " (" << counters_.applied << " gradients applied, "
-                    << counters_.dropped << " dropped, " << malformed_ << " malformed messages)";
+                    << counters_.dropped << " dropped, " << malformed_ << " malformed messages";
+      if (options_.security.keys) *options_.log << ", " << refused_ << " worker key(s) refused";
+      *options_.log << ")";
       if constexpr (requires { rules_.lead(0); }) {
         *options_.log << "; largest lead granted " << largest_lead_ << " clock(s)";
       }
@@ -185,6 +209,8 @@ class Shard {
   }
 
   std::int64_t malformed() const { return malformed_; }
+  /// CURVE: handshakes refused because the worker's key is not authorized.
+  std::int64_t refused() const { return refused_; }
 
  private:
   struct Waiting {
@@ -641,6 +667,7 @@ class Shard {
   std::vector<Waiting> waiting_;
   std::vector<std::size_t> goodbyes_;
   std::int64_t malformed_ = 0;
+  std::int64_t refused_ = 0;
   std::int64_t largest_lead_ = 0;  ///< bounded staleness: the most clocks a released worker led by
   zmq::socket_t* socket_ = nullptr;
 };
