@@ -33,11 +33,14 @@ struct ZmqPs {
   /// non-loopback address without keys refuses to start unless `allow_plaintext` is set.
   using Security = zmq_ps::Security;
   Security security{};
+  /// ZeroMQ heartbeats: a ps task and a worker notice a peer silent this long (a stopped process,
+  /// a cut network), drop its connection and log it by role and index; 0: off.
+  std::chrono::milliseconds heartbeat{0};
 
   template <class Model, class Placement, class Sync>
   using engine = zmq_ps::Engine<Model, Placement, Sync>;
 
-  zmq_ps::Options options() const { return {cluster, connect_timeout, bind_host, log, security}; }
+  zmq_ps::Options options() const { return {cluster, connect_timeout, bind_host, log, security, heartbeat}; }
 };
 static_assert(communication_policy<ZmqPs>);
 

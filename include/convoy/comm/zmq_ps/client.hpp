@@ -20,6 +20,7 @@
 #include <zmq_addon.hpp>
 
 #include "../../core/error.hpp"
+#include "heartbeat.hpp"
 #include "security.hpp"
 #include "wire.hpp"
 
@@ -44,7 +45,10 @@ class HandshakeWatch : public zmq::monitor_t {
   /// A protocol error ended a handshake: ZeroMQ drops the connection for good, no retry follows.
   bool gave_up = false;
 
-  void on_event_connected(zmq_event_t const&, char const*) override { pending_ = true; }
+  void on_event_connected(zmq_event_t const&, char const*) override {
+    pending_ = true;
+    connected_ = true;
+  }
   void on_event_handshake_failed_auth(zmq_event_t const& event, char const*) override {
     refused = event.value != 0 ? event.value : 400;
     fail();
@@ -54,8 +58,14 @@ class HandshakeWatch : public zmq::monitor_t {
     fail();
     gave_up = true;
   }
+  int lost = 0;  ///< connections lost after their handshake (heartbeats: the shard went silent)
+
   // A shard that meets another mechanism than its own (plaintext against CURVE) just hangs up.
-  void on_event_disconnected(zmq_event_t const&, char const*) override { fail(); }
+  void on_event_disconnected(zmq_event_t const&, char const*) override {
+    if (!pending_ && connected_) ++lost;
+    fail();
+    connected_ = false;
+  }
   void on_event_handshake_succeeded(zmq_event_t const&, char const*) override {
     pending_ = false;
     failed = 0;
@@ -66,7 +76,8 @@ class HandshakeWatch : public zmq::monitor_t {
     if (pending_) ++failed;
     pending_ = false;
   }
-  bool pending_ = false;  ///< connected, handshake not finished
+  bool pending_ = false;    ///< connected, handshake not finished
+  bool connected_ = false;  ///< a connection is up (or handshaking)
 };
 
 class Client {
@@ -77,21 +88,25 @@ class Client {
 
   /// `endpoints`: each shard's "tcp://host:port"; `worker`: this worker's rank; `security`: CURVE
   /// keys, or none for plaintext.
+  /// `heartbeat`: a shard silent this long is dropped, logged, and connected to again; 0: off.
   Client(std::vector<std::string> endpoints, std::uint32_t worker, std::ostream* log,
-         std::optional<ClientSecurity> security = std::nullopt)
+         std::optional<ClientSecurity> security = std::nullopt,
+         std::chrono::milliseconds heartbeat = std::chrono::milliseconds(0))
       : endpoints_(std::move(endpoints)), worker_(worker), log_(log),
-        security_(std::move(security)), context_(1) {
+        security_(std::move(security)), heartbeat_(heartbeat), context_(1) {
     if (security_) require_curve();
     for (std::size_t i = 0; i < endpoints_.size(); ++i) {
       auto& s = sockets_.emplace_back(context_, zmq::socket_type::dealer);
       s.set(zmq::sockopt::linger, 0);
       s.set(zmq::sockopt::reconnect_ivl, 100);       // first retry after 100 ms,
       s.set(zmq::sockopt::reconnect_ivl_max, 2000);  // then backing off to 2 s
+      set_heartbeat(s, heartbeat_);
       if (security_) {
         s.set(zmq::sockopt::curve_serverkey, security_->server_public_key);
         s.set(zmq::sockopt::curve_publickey, security_->keys.public_key);
         s.set(zmq::sockopt::curve_secretkey, security_->keys.secret_key);
       }
+      reported_lost_.push_back(0);
       auto& watch = *watches_.emplace_back(std::make_unique<HandshakeWatch>());
       watch.init(s, "inproc://convoy-handshakes-" + std::to_string(i), HandshakeWatch::events);
       s.connect(endpoints_[i]);
@@ -238,6 +253,13 @@ class Client {
       auto& watch = *watches_[s];
       while (watch.check_event(0)) {
       }
+      if (watch.lost > reported_lost_[s]) {
+        reported_lost_[s] = watch.lost;
+        if (log_ && heartbeat_.count() > 0) {
+          *log_ << "convoy: worker " << worker_ << " lost " << shard_name(s) << ": silent for over "
+                << heartbeat_.count() << " ms, or gone; connecting again" << std::endl;
+        }
+      }
       if (done[s]) continue;
       if (watch.refused != 0) {
         throw Error("convoy: " + shard_name(s) + " refused this worker's key (worker " +
@@ -270,6 +292,8 @@ class Client {
   std::uint64_t sequence_ = 0;  ///< the current request's number; answers to others are dropped
   std::ostream* log_;
   std::optional<ClientSecurity> security_;
+  std::chrono::milliseconds heartbeat_;
+  std::vector<int> reported_lost_;  ///< per shard: lost connections already logged
   std::shared_ptr<std::atomic<int>> lent_ = std::make_shared<std::atomic<int>>(0);
   zmq::context_t context_;
   std::vector<zmq::socket_t> sockets_;

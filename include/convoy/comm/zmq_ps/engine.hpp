@@ -50,6 +50,7 @@ struct Options {
   std::string bind_host;
   std::ostream* log = &std::clog;
   Security security{};
+  std::chrono::milliseconds heartbeat{0};
 };
 
 /// "tcp://host:port" for a "host:port" address, with the host replaced by `host` when given.
@@ -167,7 +168,8 @@ class Engine {
                          .workers = cluster_.worker_count(),
                          .endpoint = bind_endpoint_,
                          .log = options_.log,
-                         .security = server_security_});
+                         .security = server_security_,
+                         .heartbeat = options_.heartbeat});
       shard.serve();
       counters_ = shard.counters();
     }
@@ -387,7 +389,7 @@ class Engine {
                                             cluster_.ps_count(), cluster_.worker_count()));
       }
       auto client = std::make_unique<Client>(endpoints, static_cast<std::uint32_t>(rank()),
-                                             options_.log, client_security_);
+                                             options_.log, client_security_, options_.heartbeat);
       auto replies = client->hello(
           [&](std::size_t s) {
             auto h = request(Op::hello, s);
