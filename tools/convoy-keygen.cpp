@@ -27,8 +27,8 @@ int main(int argc, char** argv) {
   }
   try {
     auto const pair = convoy::comm::zmq_ps::write_curve_key_pair(argv[1]);
-    std::cout << "convoy-keygen: wrote " << argv[1] << ".key and " << argv[1]
-              << ".pub (public key " << pair.public_key << ")\n";
+    std::cout << "convoy-keygen: wrote " << argv[1] << ".key and " << argv[1] << ".pub (public key "
+              << pair.public_key << ")\n";
     return 0;
   } catch (std::exception const& e) {
     std::cerr << "convoy-keygen: " << e.what() << "\n";

@@ -40,7 +40,9 @@ struct ZmqPs {
   template <class Model, class Placement, class Sync>
   using engine = zmq_ps::Engine<Model, Placement, Sync>;
 
-  zmq_ps::Options options() const { return {cluster, connect_timeout, bind_host, log, security, heartbeat}; }
+  zmq_ps::Options options() const {
+    return {cluster, connect_timeout, bind_host, log, security, heartbeat};
+  }
 };
 static_assert(communication_policy<ZmqPs>);
 

@@ -79,8 +79,12 @@ TEST_CASE("a shard names the worker that went silent, within its heartbeat, and 
 
   std::ostringstream log;
   Shard<sync::Asynchronous> shard(pieces, optimizer, policy,
-                                  {.index = 0, .shards = 1, .workers = 2, .endpoint = endpoint,
-                                   .log = &log, .heartbeat = std::chrono::milliseconds(300)});
+                                  {.index = 0,
+                                   .shards = 1,
+                                   .workers = 2,
+                                   .endpoint = endpoint,
+                                   .log = &log,
+                                   .heartbeat = std::chrono::milliseconds(300)});
   std::exception_ptr failed;
   std::thread server([&] {
     try {
@@ -117,13 +121,15 @@ TEST_CASE("a shard names the worker that went silent, within its heartbeat, and 
   server.join();
   if (failed) std::rethrow_exception(failed);
   CHECK(shard.lost() == 1);
-  CHECK(log.str().find("ps:0 lost worker 0 at 127.0.0.1: silent for over 300 ms") != std::string::npos);
+  CHECK(log.str().find("ps:0 lost worker 0 at 127.0.0.1: silent for over 300 ms") !=
+        std::string::npos);
   CHECK(log.str().find("lost worker 1") == std::string::npos);  // it said goodbye
 }
 
 TEST_CASE("a worker names the shard that went silent, within its heartbeat") {
   std::string const endpoint = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
-  // The child is a shard that answers one hello and then stops, leaving the next request unanswered.
+  // The child is a shard that answers one hello and then stops, leaving the next request
+  // unanswered.
   Child child{::fork()};
   REQUIRE(child.pid >= 0);
   if (child.pid == 0) {

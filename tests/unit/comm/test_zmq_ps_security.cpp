@@ -43,13 +43,16 @@ struct Data {
   std::vector<std::int32_t> labels;
   static constexpr std::size_t rows = 8;
   Data() {
-    for (std::size_t i = 0; i < 64 * rows * 6; ++i) features.push_back(float((i * 37) % 17) / 17.0f - 0.5f);
+    for (std::size_t i = 0; i < 64 * rows * 6; ++i)
+      features.push_back(float((i * 37) % 17) / 17.0f - 0.5f);
     for (std::size_t i = 0; i < 64 * rows; ++i) labels.push_back(std::int32_t((i * 7) % 3));
   }
   Batch batch(std::int64_t step) const {
     auto const at = static_cast<std::size_t>(step % 64);
     return {std::span<float const>(features).subspan(at * rows * 6, rows * 6),
-            std::span<std::int32_t const>(labels).subspan(at * rows, rows), {}, rows};
+            std::span<std::int32_t const>(labels).subspan(at * rows, rows),
+            {},
+            rows};
   }
 };
 
@@ -77,8 +80,10 @@ std::vector<float> train(comm::ZmqPs::Security const& security, std::ostringstre
   RunPlan plan;
   plan.until = steps;
   plan.batch = [&](std::size_t, std::int64_t local) { return data.batch(local); };
-  PsStrategy ps{nn::Mlp({6, 4, 3}), {},
-                comm::ZmqPs{.cluster = ps_cluster, .log = &ps_log, .security = security}, policy};
+  PsStrategy ps{nn::Mlp({6, 4, 3}),
+                {},
+                comm::ZmqPs{.cluster = ps_cluster, .log = &ps_log, .security = security},
+                policy};
   std::exception_ptr failed;
   Joined server{std::thread([&] {
     try {
@@ -90,7 +95,8 @@ std::vector<float> train(comm::ZmqPs::Security const& security, std::ostringstre
   std::vector<float> weights;
   {
     std::ostringstream worker_log;
-    PsStrategy worker{nn::Mlp({6, 4, 3}), {},
+    PsStrategy worker{nn::Mlp({6, 4, 3}),
+                      {},
                       comm::ZmqPs{.cluster = worker_cluster,
                                   .connect_timeout = std::chrono::seconds(20),
                                   .log = &worker_log,
@@ -111,7 +117,8 @@ TEST_CASE("is_loopback knows 127.0.0.0/8, ::1 and localhost, and nothing else") 
     CAPTURE(host);
     CHECK(is_loopback(host));
   }
-  for (auto const* host : {"10.0.0.1", "0.0.0.0", "*", "128.0.0.1", "127.0.0.1.5", "example.org", ""}) {
+  for (auto const* host :
+       {"10.0.0.1", "0.0.0.0", "*", "128.0.0.1", "127.0.0.1.5", "example.org", ""}) {
     CAPTURE(host);
     CHECK_FALSE(is_loopback(host));
   }
@@ -124,7 +131,7 @@ TEST_CASE("a key pair round-trips through its files, which are never overwritten
   auto const pair = write_curve_key_pair(dir / "ps");
   CHECK(valid_z85_key(pair.public_key));
   CHECK(valid_z85_key(pair.secret_key));
-  struct stat st{};
+  struct stat st {};
   REQUIRE(::stat((dir / "ps.key").c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
   auto const loaded = load_secret_key(dir / "ps.key");
@@ -135,7 +142,8 @@ TEST_CASE("a key pair round-trips through its files, which are never overwritten
   std::ifstream pub(dir / "ps.pub");
   std::string const pub_text{std::istreambuf_iterator<char>(pub), {}};
   CHECK(pub_text.find(pair.secret_key) == std::string::npos);  // the secret stays in ps.key
-  CHECK_THROWS_WITH_AS(write_curve_key_pair(dir / "ps"), doctest::Contains("is not overwritten"), Error);
+  CHECK_THROWS_WITH_AS(write_curve_key_pair(dir / "ps"), doctest::Contains("is not overwritten"),
+                       Error);
   CHECK(load_secret_key(dir / "ps.key").secret_key == pair.secret_key);  // untouched
   CHECK(make_curve_key_pair().public_key != pair.public_key);
 }
@@ -149,23 +157,25 @@ TEST_CASE("bad key files are refused, naming the file and the fix") {
   CHECK_NOTHROW(load_secret_key(dir / "w.key"));
 
   write_text(dir / "short.pub", "public-key = \"" + pair.public_key.substr(1) + "\"\n");
-  CHECK_THROWS_WITH_AS(load_public_key(dir / "short.pub"),
-                       doctest::Contains("short.pub' is not a CURVE key (40 Z85 characters; it has 39)"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      load_public_key(dir / "short.pub"),
+      doctest::Contains("short.pub' is not a CURVE key (40 Z85 characters; it has 39)"), Error);
   write_text(dir / "bad.pub", "public-key = \"" + std::string(40, '~') + "\"\n");  // '~' is not Z85
   CHECK_THROWS_WITH_AS(load_public_key(dir / "bad.pub"), doctest::Contains("bad.pub"), Error);
   write_text(dir / "garbage.pub", "hello\n");
   CHECK_THROWS_WITH_AS(load_public_key(dir / "garbage.pub"), doctest::Contains("line 1"), Error);
   CHECK_THROWS_WITH_AS(load_public_key(dir / "missing.pub"),
                        doctest::Contains("cannot read the key file"), Error);
-  CHECK_THROWS_WITH_AS(load_secret_key(dir / "w.pub"), doctest::Contains("give the .key file"), Error);
+  CHECK_THROWS_WITH_AS(load_secret_key(dir / "w.pub"), doctest::Contains("give the .key file"),
+                       Error);
 
   // A secret key whose public-key line belongs to another pair.
   auto const other = make_curve_key_pair();
   write_text(dir / "mixed.key", "public-key = \"" + other.public_key + "\"\nsecret-key = \"" +
                                     pair.secret_key + "\"\n");
   ::chmod((dir / "mixed.key").c_str(), 0600);
-  CHECK_THROWS_WITH_AS(load_secret_key(dir / "mixed.key"), doctest::Contains("does not belong"), Error);
+  CHECK_THROWS_WITH_AS(load_secret_key(dir / "mixed.key"), doctest::Contains("does not belong"),
+                       Error);
 }
 
 TEST_CASE("authorized keys come from a directory of .pub files or one file of public-key lines") {
@@ -182,7 +192,8 @@ TEST_CASE("authorized keys come from a directory of .pub files or one file of pu
                                b.public_key + "\"\n");
   CHECK(load_authorized_keys(dir / "list") == keys);
   std::filesystem::create_directories(dir / "empty");
-  CHECK_THROWS_WITH_AS(load_authorized_keys(dir / "empty"), doctest::Contains("no authorized public key"), Error);
+  CHECK_THROWS_WITH_AS(load_authorized_keys(dir / "empty"),
+                       doctest::Contains("no authorized public key"), Error);
 }
 
 TEST_CASE("a plaintext ps on a non-loopback address is refused before anything is bound") {
@@ -190,9 +201,13 @@ TEST_CASE("a plaintext ps on a non-loopback address is refused before anything i
   cluster.jobs["ps"] = {"10.0.0.1:1234"};
   std::ostringstream log;
   auto build = [&](comm::ZmqPs::Security security) {
-    PsStrategy s{nn::Mlp({6, 4, 3}), {}, comm::ZmqPs{.cluster = cluster, .log = &log, .security = security}, {}};
+    PsStrategy s{nn::Mlp({6, 4, 3}),
+                 {},
+                 comm::ZmqPs{.cluster = cluster, .log = &log, .security = security},
+                 {}};
   };
-  CHECK_THROWS_WITH_AS(build({}), doctest::Contains("ps:0 would serve plaintext on tcp://10.0.0.1:1234"), Error);
+  CHECK_THROWS_WITH_AS(
+      build({}), doctest::Contains("ps:0 would serve plaintext on tcp://10.0.0.1:1234"), Error);
   CHECK_THROWS_WITH_AS(build({}), doctest::Contains("allow_plaintext = true"), Error);
   CHECK_THROWS_WITH_AS(build({}), doctest::Contains("convoy-keygen"), Error);
   CHECK_NOTHROW(build({.allow_plaintext = true}));  // built, not run: nothing is bound
@@ -203,8 +218,9 @@ TEST_CASE("a plaintext ps on a non-loopback address is refused before anything i
   auto const map = place::GreedyBySize{}.assign(model.variables(), 1);
   for (auto const* host : {"10.0.0.1", "*", "0.0.0.0"}) {
     CAPTURE(host);
-    Shard<sync::Asynchronous> shard(map.pieces_of(0), optim::Sgd{}, sync::Asynchronous{},
-                                    {.endpoint = std::string("tcp://") + host + ":1234", .log = &log});
+    Shard<sync::Asynchronous> shard(
+        map.pieces_of(0), optim::Sgd{}, sync::Asynchronous{},
+        {.endpoint = std::string("tcp://") + host + ":1234", .log = &log});
     CHECK_THROWS_WITH_AS(shard.serve(), doctest::Contains("not a loopback address"), Error);
   }
   CHECK(log.str().empty());
@@ -216,7 +232,8 @@ TEST_CASE("a plaintext ps on a non-loopback address is refused before anything i
                        doctest::Contains("authorized_keys is empty"), Error);
 }
 
-TEST_CASE("a worker with an authorized key trains to the same weights under CURVE as in plaintext") {
+TEST_CASE(
+    "a worker with an authorized key trains to the same weights under CURVE as in plaintext") {
   testing::TempDir dir("curvetrain");
   std::filesystem::create_directories(dir / "workers");
   write_curve_key_pair(dir / "ps");
@@ -252,9 +269,13 @@ TEST_CASE("a CURVE shard refuses unauthorized workers fast, logs and counts them
   std::ostringstream log;
   Shard<sync::Asynchronous> shard(
       pieces, optimizer, policy,
-      {.index = 0, .shards = 1, .workers = 1, .endpoint = endpoint, .log = &log,
-       .security = server_security({.server_secret_key = dir / "ps.key",
-                                    .authorized_keys = dir / "workers"})});
+      {.index = 0,
+       .shards = 1,
+       .workers = 1,
+       .endpoint = endpoint,
+       .log = &log,
+       .security = server_security(
+           {.server_secret_key = dir / "ps.key", .authorized_keys = dir / "workers"})});
   std::exception_ptr failed;
   Joined server{std::thread([&] {
     try {
@@ -281,11 +302,17 @@ TEST_CASE("a CURVE shard refuses unauthorized workers fast, logs and counts them
     CHECK_THROWS_WITH_AS(f(), doctest::Contains(message), Error);
     CHECK(Clock::now() - start < std::chrono::seconds(5));  // not the 20 s connect timeout
   };
-  within([&] { hello(ClientSecurity{server_key, load_secret_key(dir / "intruder.key")}); },
-         "refused this worker's key");
-  within([&] { hello(ClientSecurity{load_public_key(dir / "impostor.pub"),
-                                    load_secret_key(dir / "workers" / "good.key")}); },
-         "server_public_key is not the public key");
+  within(
+      [&] {
+        hello(ClientSecurity{server_key, load_secret_key(dir / "intruder.key")});
+      },
+      "refused this worker's key");
+  within(
+      [&] {
+        hello(ClientSecurity{load_public_key(dir / "impostor.pub"),
+                             load_secret_key(dir / "workers" / "good.key")});
+      },
+      "server_public_key is not the public key");
   within([&] { hello(std::nullopt); }, "requires CURVE keys");
 
   {  // the authorized worker is still served

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include <algorithm>
 #include <array>
@@ -19,7 +20,6 @@
 #include <string_view>
 #include <system_error>
 #include <vector>
-#include <zmq.h>
 
 #include "../../core/error.hpp"
 
@@ -34,9 +34,10 @@ struct CurveKeyPair {
 /// Throws Error when this process's libzmq was built without CURVE (libsodium).
 inline void require_curve() {
   if (!::zmq_has("curve")) {
-    throw Error("convoy: CURVE security was asked for, but this libzmq was built without it "
-                "(zmq_has(\"curve\") is false); install a libzmq built with libsodium (Debian's "
-                "libzmq5 is), or run without ZmqPs::security on loopback");
+    throw Error(
+        "convoy: CURVE security was asked for, but this libzmq was built without it "
+        "(zmq_has(\"curve\") is false); install a libzmq built with libsodium (Debian's "
+        "libzmq5 is), or run without ZmqPs::security on loopback");
   }
 }
 
@@ -61,7 +62,8 @@ inline CurveKeyPair make_curve_key_pair() {
 namespace detail {
 
 // The value of every `name = "value"` line of `file`, in order.
-inline std::vector<std::string> key_lines(std::filesystem::path const& file, std::string_view name) {
+inline std::vector<std::string> key_lines(std::filesystem::path const& file,
+                                          std::string_view name) {
   std::ifstream in(file);
   if (!in) {
     throw Error("convoy: cannot read the key file '" + file.string() +
@@ -104,8 +106,8 @@ inline std::vector<std::string> key_lines(std::filesystem::path const& file, std
 inline std::string load_public_key(std::filesystem::path const& file) {
   auto const keys = detail::key_lines(file, "public-key");
   if (keys.size() != 1) {
-    throw Error("convoy: the key file '" + file.string() + "' holds " + std::to_string(keys.size()) +
-                " public-key lines, expected one");
+    throw Error("convoy: the key file '" + file.string() + "' holds " +
+                std::to_string(keys.size()) + " public-key lines, expected one");
   }
   return keys.front();
 }
@@ -121,7 +123,7 @@ inline CurveKeyPair load_secret_key(std::filesystem::path const& file) {
                 std::to_string(secrets.size()) + " secret-key lines, expected one" +
                 (secrets.empty() ? " (is it a .pub file? give the .key file)" : ""));
   }
-  struct stat st{};
+  struct stat st {};
   if (::stat(file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
     throw Error("convoy: the secret key file '" + file.string() +
                 "' may be read by other users; run chmod 600 on it (and make a new key pair if "
@@ -171,7 +173,8 @@ inline CurveKeyPair write_curve_key_pair(std::filesystem::path const& stem) {
   auto const public_file = std::filesystem::path(stem.string() + ".pub");
   for (auto const& f : {secret_file, public_file}) {
     if (std::filesystem::exists(f)) {
-      throw Error("convoy: '" + f.string() + "' exists; it is not overwritten (remove it first, "
+      throw Error("convoy: '" + f.string() +
+                  "' exists; it is not overwritten (remove it first, "
                   "or choose another name)");
     }
   }
@@ -186,11 +189,13 @@ inline CurveKeyPair write_curve_key_pair(std::filesystem::path const& stem) {
   };
   write(secret_file,
         "# convoy CURVE secret key: keep it on this task's machine, readable by its user only\n"
-        "public-key = \"" + pair.public_key + "\"\nsecret-key = \"" + pair.secret_key + "\"\n",
+        "public-key = \"" +
+            pair.public_key + "\"\nsecret-key = \"" + pair.secret_key + "\"\n",
         0600);
   write(public_file,
         "# convoy CURVE public key: give it to the peers that must know this task\n"
-        "public-key = \"" + pair.public_key + "\"\n",
+        "public-key = \"" +
+            pair.public_key + "\"\n",
         0644);
   return pair;
 }

@@ -39,8 +39,8 @@ struct Security {
   bool allow_plaintext = false;
 
   bool curve() const {
-    return !server_secret_key.empty() || !server_public_key.empty() ||
-           !client_secret_key.empty() || !authorized_keys.empty();
+    return !server_secret_key.empty() || !server_public_key.empty() || !client_secret_key.empty() ||
+           !authorized_keys.empty();
   }
 };
 
@@ -80,8 +80,8 @@ inline std::string endpoint_host(std::string const& endpoint) {
   auto const start = endpoint.find("://");
   auto const from = start == std::string::npos ? 0 : start + 3;
   auto const colon = endpoint.rfind(':');
-  return endpoint.substr(from, colon == std::string::npos || colon < from ? std::string::npos
-                                                                          : colon - from);
+  return endpoint.substr(
+      from, colon == std::string::npos || colon < from ? std::string::npos : colon - from);
 }
 
 /// Refuses a plaintext shard on a non-loopback endpoint unless plaintext was opted into. Called
@@ -117,8 +117,9 @@ inline ServerSecurity server_security(Security const& s) {
 inline std::optional<ClientSecurity> client_security(Security const& s) {
   if (s.server_public_key.empty() && s.client_secret_key.empty()) {
     if (s.curve()) {
-      throw Error("convoy: a worker with ZmqPs::security needs .server_public_key (the ps tasks' "
-                  "NAME.pub) and .client_secret_key (its own NAME.key); both are empty");
+      throw Error(
+          "convoy: a worker with ZmqPs::security needs .server_public_key (the ps tasks' "
+          "NAME.pub) and .client_secret_key (its own NAME.key); both are empty");
     }
     return std::nullopt;
   }
@@ -163,7 +164,8 @@ class ZapHandler {
                       mechanism = text(5);
     bool ok = false;
     std::string key = "(none)";
-    if (version == "1.0" && mechanism == "CURVE" && request.size() >= 7 && request[6].size() == 32) {
+    if (version == "1.0" && mechanism == "CURVE" && request.size() >= 7 &&
+        request[6].size() == 32) {
       std::array<std::uint8_t, 32> bytes{};
       std::memcpy(bytes.data(), request[6].data(), 32);
       char z85[41] = {};
@@ -180,9 +182,9 @@ class ZapHandler {
               << std::endl;
       }
     }
-    std::array<std::string, 6> const reply{version.empty() ? "1.0" : version, request_id,
-                                           ok ? "200" : "400", ok ? "OK" : "not authorized",
-                                           ok ? key : "", ""};
+    std::array<std::string, 6> const reply{
+        version.empty() ? "1.0" : version, request_id,    ok ? "200" : "400",
+        ok ? "OK" : "not authorized",      ok ? key : "", ""};
     for (std::size_t i = 0; i < reply.size(); ++i) {
       socket_.send(zmq::buffer(reply[i]),
                    i + 1 == reply.size() ? zmq::send_flags::none : zmq::send_flags::sndmore);

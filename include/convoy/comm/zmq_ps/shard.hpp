@@ -174,8 +174,9 @@ class Shard {
     // The most frames a request carries: the peer, the header, weights and slots for each piece.
     std::size_t const most = 2 + (1 + optimizer_.slot_names().size()) * pieces_.size();
     while (goodbyes_.size() < options_.workers) {
+      short const watch_peers = options_.heartbeat.count() > 0 ? ZMQ_POLLIN : 0;
       zmq::pollitem_t items[3] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
-                                  {peers.handle(), 0, static_cast<short>(options_.heartbeat.count() > 0 ? ZMQ_POLLIN : 0), 0},
+                                  {peers.handle(), 0, watch_peers, 0},
                                   {zap ? zap->socket().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, zap ? 3 : 2, std::chrono::milliseconds(200));
       if (zap && (items[2].revents & ZMQ_POLLIN)) {
