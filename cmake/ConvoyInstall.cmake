@@ -1,6 +1,7 @@
 # Install and export rules: headers, the convoy::convoy target, a relocatable CMake package in
-# share/cmake/convoy (header-only, so ARCH_INDEPENDENT), and the cluster launcher in bin/. Consumers re-find the dependencies through
-# an installed copy of ConvoyDependencies.cmake, which also re-creates convoy::thrust_host.
+# share/cmake/convoy (header-only, so ARCH_INDEPENDENT), the cluster launcher and the key maker
+# (convoy-keygen) in bin/. Consumers re-find the dependencies through an installed copy of
+# ConvoyDependencies.cmake, which also re-creates convoy::thrust_host.
 include(CMakePackageConfigHelpers)
 
 set(CONVOY_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/convoy"
@@ -14,6 +15,11 @@ install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/convoy"
 # docs/launching.md.
 install(PROGRAMS "${PROJECT_SOURCE_DIR}/tools/convoy-launch"
         DESTINATION "${CMAKE_INSTALL_BINDIR}")
+
+# The CurveZMQ key-pair maker for comm::ZmqPs (tools/convoy-keygen.cpp).
+if(TARGET convoy-keygen)
+  install(TARGETS convoy-keygen RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
+endif()
 
 install(TARGETS convoy EXPORT convoy-targets)
 if(CONVOY_ENABLE_ZMQ)

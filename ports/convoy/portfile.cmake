@@ -49,6 +49,10 @@ file(REMOVE_RECURSE "${CURRENT_PACKAGES_DIR}/debug")
 file(MAKE_DIRECTORY "${CURRENT_PACKAGES_DIR}/tools/${PORT}")
 file(RENAME "${CURRENT_PACKAGES_DIR}/bin/convoy-launch"
             "${CURRENT_PACKAGES_DIR}/tools/${PORT}/convoy-launch")
+if(EXISTS "${CURRENT_PACKAGES_DIR}/bin/convoy-keygen")  # the zmq feature's CURVE key maker
+  file(RENAME "${CURRENT_PACKAGES_DIR}/bin/convoy-keygen"
+              "${CURRENT_PACKAGES_DIR}/tools/${PORT}/convoy-keygen")
+endif()
 file(REMOVE_RECURSE "${CURRENT_PACKAGES_DIR}/bin")
 
 file(INSTALL "${CMAKE_CURRENT_LIST_DIR}/usage" DESTINATION "${CURRENT_PACKAGES_DIR}/share/${PORT}")

@@ -62,7 +62,8 @@ if(MODE STREQUAL "install")
     COMMAND "${CMAKE_COMMAND}" --install "${CONVOY_BINARY_DIR}" --prefix "${prefix}" ${config_args})
   foreach(file include/convoy/core/variables.hpp share/cmake/convoy/convoy-config.cmake
                share/cmake/convoy/convoy-config-version.cmake share/cmake/convoy/convoy-targets.cmake
-               share/cmake/convoy/ConvoyDependencies.cmake bin/convoy-launch)
+               share/cmake/convoy/ConvoyDependencies.cmake bin/convoy-launch
+               bin/convoy-keygen)
     if(NOT EXISTS "${prefix}/${file}")
       message(FATAL_ERROR "[install] ${prefix}/${file} was not installed")
     endif()

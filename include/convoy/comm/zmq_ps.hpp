@@ -29,11 +29,20 @@ struct ZmqPs {
   /// looked up and its IPv4 address bound; "*" binds every interface).
   std::string bind_host{};
   std::ostream* log = &std::clog;  ///< serving and waiting messages; null: none
+  /// CurveZMQ key files, or plaintext (docs/parameter_server.md#security). A ps task bound to a
+  /// non-loopback address without keys refuses to start unless `allow_plaintext` is set.
+  using Security = zmq_ps::Security;
+  Security security{};
+  /// ZeroMQ heartbeats: a ps task and a worker notice a peer silent this long (a stopped process,
+  /// a cut network), drop its connection and log it by role and index; 0: off.
+  std::chrono::milliseconds heartbeat{0};
 
   template <class Model, class Placement, class Sync>
   using engine = zmq_ps::Engine<Model, Placement, Sync>;
 
-  zmq_ps::Options options() const { return {cluster, connect_timeout, bind_host, log}; }
+  zmq_ps::Options options() const {
+    return {cluster, connect_timeout, bind_host, log, security, heartbeat};
+  }
 };
 static_assert(communication_policy<ZmqPs>);
 

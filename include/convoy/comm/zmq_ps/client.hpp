@@ -11,6 +11,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -19,6 +20,8 @@
 #include <zmq_addon.hpp>
 
 #include "../../core/error.hpp"
+#include "heartbeat.hpp"
+#include "security.hpp"
 #include "wire.hpp"
 
 namespace convoy::comm::zmq_ps {
@@ -29,17 +32,84 @@ struct Reply {
   std::vector<zmq::message_t> payload;
 };
 
+/// Watches one shard socket's handshakes: ZeroMQ itself only reconnects after a refused or
+/// failed one, so without this a refused worker would wait for its connect timeout.
+class HandshakeWatch : public zmq::monitor_t {
+ public:
+  static constexpr int events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
+                                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
+  int refused = 0;  ///< the shard's ZAP handler refused this worker's key (its status code)
+  int failed = 0;   ///< handshakes failed in a row (wrong server key, or mechanisms differ)
+  /// A protocol error ended a handshake: ZeroMQ drops the connection for good, no retry follows.
+  bool gave_up = false;
+
+  void on_event_connected(zmq_event_t const&, char const*) override {
+    pending_ = true;
+    connected_ = true;
+  }
+  void on_event_handshake_failed_auth(zmq_event_t const& event, char const*) override {
+    refused = event.value != 0 ? event.value : 400;
+    fail();
+  }
+  void on_event_handshake_failed_no_detail(zmq_event_t const&, char const*) override { fail(); }
+  void on_event_handshake_failed_protocol(zmq_event_t const&, char const*) override {
+    fail();
+    gave_up = true;
+  }
+  int lost = 0;  ///< connections lost after their handshake (heartbeats: the shard went silent)
+
+  // A shard that meets another mechanism than its own (plaintext against CURVE) just hangs up.
+  void on_event_disconnected(zmq_event_t const&, char const*) override {
+    if (!pending_ && connected_) ++lost;
+    fail();
+    connected_ = false;
+  }
+  void on_event_handshake_succeeded(zmq_event_t const&, char const*) override {
+    pending_ = false;
+    failed = 0;
+  }
+
+ private:
+  void fail() {  // once per connection, however many events say so
+    if (pending_) ++failed;
+    pending_ = false;
+  }
+  bool pending_ = false;    ///< connected, handshake not finished
+  bool connected_ = false;  ///< a connection is up (or handshaking)
+};
+
 class Client {
  public:
-  /// `endpoints`: each shard's "tcp://host:port"; `worker`: this worker's rank.
-  Client(std::vector<std::string> endpoints, std::uint32_t worker, std::ostream* log)
-      : endpoints_(std::move(endpoints)), worker_(worker), log_(log), context_(1) {
-    for (auto const& endpoint : endpoints_) {
+  /// Handshakes that fail in a row before a worker gives up on a shard (each retry comes 100 ms
+  /// after the last, so this takes well under a second).
+  static constexpr int failed_handshakes_limit = 3;
+
+  /// `endpoints`: each shard's "tcp://host:port"; `worker`: this worker's rank; `security`: CURVE
+  /// keys, or none for plaintext.
+  /// `heartbeat`: a shard silent this long is dropped, logged, and connected to again; 0: off.
+  Client(std::vector<std::string> endpoints, std::uint32_t worker, std::ostream* log,
+         std::optional<ClientSecurity> security = std::nullopt,
+         std::chrono::milliseconds heartbeat = std::chrono::milliseconds(0))
+      : endpoints_(std::move(endpoints)), worker_(worker), log_(log),
+        security_(std::move(security)), heartbeat_(heartbeat), context_(1) {
+    if (security_) require_curve();
+    for (std::size_t i = 0; i < endpoints_.size(); ++i) {
       auto& s = sockets_.emplace_back(context_, zmq::socket_type::dealer);
       s.set(zmq::sockopt::linger, 0);
       s.set(zmq::sockopt::reconnect_ivl, 100);       // first retry after 100 ms,
       s.set(zmq::sockopt::reconnect_ivl_max, 2000);  // then backing off to 2 s
-      s.connect(endpoint);
+      set_heartbeat(s, heartbeat_);
+      if (security_) {
+        s.set(zmq::sockopt::curve_serverkey, security_->server_public_key);
+        s.set(zmq::sockopt::curve_publickey, security_->keys.public_key);
+        s.set(zmq::sockopt::curve_secretkey, security_->keys.secret_key);
+      }
+      reported_lost_.push_back(0);
+      auto& watch = *watches_.emplace_back(std::make_unique<HandshakeWatch>());
+      watch.init(s, "inproc://convoy-handshakes-" + std::to_string(i), HandshakeWatch::events);
+      s.connect(endpoints_[i]);
     }
   }
   Client(Client const&) = delete;
@@ -137,6 +207,7 @@ class Client {
         }
       }
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
+      check_handshakes(done);
       for (std::size_t i = 0; i < items.size(); ++i) {
         if (!(items[i].revents & ZMQ_POLLIN)) continue;
         auto const s = which[i];
@@ -176,6 +247,38 @@ class Client {
     return replies;
   }
 
+  // Throws Error for a shard that refused this worker's key or failed every handshake with it.
+  void check_handshakes(std::vector<char> const& done) {
+    for (std::size_t s = 0; s < shards(); ++s) {
+      auto& watch = *watches_[s];
+      while (watch.check_event(0)) {
+      }
+      if (watch.lost > reported_lost_[s]) {
+        reported_lost_[s] = watch.lost;
+        if (log_ && heartbeat_.count() > 0) {
+          *log_ << "convoy: worker " << worker_ << " lost " << shard_name(s) << ": silent for over "
+                << heartbeat_.count() << " ms, or gone; connecting again" << std::endl;
+        }
+      }
+      if (done[s]) continue;
+      if (watch.refused != 0) {
+        throw Error("convoy: " + shard_name(s) + " refused this worker's key (worker " +
+                    std::to_string(worker_) + ", public key " +
+                    (security_ ? security_->keys.public_key : std::string("none")) +
+                    ", ZAP status " + std::to_string(watch.refused) +
+                    "): add its NAME.pub to the ps tasks' ZmqPs::security.authorized_keys");
+      }
+      if (watch.gave_up || watch.failed >= failed_handshakes_limit) {
+        throw Error("convoy: " + shard_name(s) + " ended " + std::to_string(watch.failed) +
+                    " handshake(s) in a row with worker " + std::to_string(worker_) +
+                    (security_ ? ": ZmqPs::security.server_public_key is not the public key of "
+                                 "that shard's server_secret_key, or the shard serves plaintext"
+                               : ": the shard probably requires CURVE keys; give this worker "
+                                 "ZmqPs::security.server_public_key and .client_secret_key"));
+      }
+    }
+  }
+
   std::string missing(std::vector<char> const& done) const {
     std::string out;
     for (std::size_t s = 0; s < shards(); ++s) {
@@ -188,9 +291,13 @@ class Client {
   std::uint32_t worker_;
   std::uint64_t sequence_ = 0;  ///< the current request's number; answers to others are dropped
   std::ostream* log_;
+  std::optional<ClientSecurity> security_;
+  std::chrono::milliseconds heartbeat_;
+  std::vector<int> reported_lost_;  ///< per shard: lost connections already logged
   std::shared_ptr<std::atomic<int>> lent_ = std::make_shared<std::atomic<int>>(0);
   zmq::context_t context_;
   std::vector<zmq::socket_t> sockets_;
+  std::vector<std::unique_ptr<HandshakeWatch>> watches_;  ///< after sockets_: stopped first
 };
 
 }  // namespace convoy::comm::zmq_ps

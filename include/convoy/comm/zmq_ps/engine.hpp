@@ -37,6 +37,7 @@
 #include "../../train/step.hpp"
 #include "../unpacked_snapshot.hpp"
 #include "client.hpp"
+#include "security.hpp"
 #include "shard.hpp"
 #include "wire.hpp"
 
@@ -48,6 +49,8 @@ struct Options {
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
   std::string bind_host;
   std::ostream* log = &std::clog;
+  Security security{};
+  std::chrono::milliseconds heartbeat{0};
 };
 
 /// "tcp://host:port" for a "host:port" address, with the host replaced by `host` when given.
@@ -114,6 +117,16 @@ class Engine {
       map_ = std::make_unique<place::ShardMap>(placement_.shard(layout(), cluster_.ps_count()));
       for (std::size_t s = 0; s < cluster_.ps_count(); ++s) pieces_.push_back(map_->pieces_of(s));
       counters_.local_steps.assign(cluster_.worker_count(), 0);
+      // Keys are read, and a plaintext shard on a non-loopback address refused, before any
+      // socket exists.
+      if (cluster_.is_ps()) {
+        auto const index = static_cast<std::size_t>(cluster_.index);
+        bind_endpoint_ = endpoint(cluster_.ps_address(index), options_.bind_host, true);
+        server_security_ = server_security(options_.security);
+        check_bind("ps:" + std::to_string(index), bind_endpoint_, server_security_);
+      } else {
+        client_security_ = client_security(options_.security);
+      }
     }
 
     State(State const&) = delete;
@@ -153,8 +166,10 @@ class Engine {
                         {.index = index,
                          .shards = cluster_.ps_count(),
                          .workers = cluster_.worker_count(),
-                         .endpoint = endpoint(cluster_.ps_address(index), options_.bind_host, true),
-                         .log = options_.log});
+                         .endpoint = bind_endpoint_,
+                         .log = options_.log,
+                         .security = server_security_,
+                         .heartbeat = options_.heartbeat});
       shard.serve();
       counters_ = shard.counters();
     }
@@ -374,7 +389,7 @@ class Engine {
                                             cluster_.ps_count(), cluster_.worker_count()));
       }
       auto client = std::make_unique<Client>(endpoints, static_cast<std::uint32_t>(rank()),
-                                             options_.log);
+                                             options_.log, client_security_, options_.heartbeat);
       auto replies = client->hello(
           [&](std::size_t s) {
             auto h = request(Op::hello, s);
@@ -455,6 +470,9 @@ class Engine {
     Placement placement_;
     Sync sync_;
     Options options_;
+    std::string bind_endpoint_;               ///< ps tasks: what the shard binds
+    ServerSecurity server_security_;          ///< ps tasks: keys read at construction
+    std::optional<ClientSecurity> client_security_;  ///< workers: keys, or plaintext
     std::unique_ptr<Model> model_;
     Cluster cluster_;
     std::unique_ptr<place::ShardMap> map_;

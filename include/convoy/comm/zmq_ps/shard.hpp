@@ -11,12 +11,16 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 #include <zmq.hpp>
@@ -30,6 +34,8 @@
 #include "../../optim/optimizer.hpp"
 #include "../../place/sharded.hpp"
 #include "../../sync/rules.hpp"
+#include "heartbeat.hpp"
+#include "security.hpp"
 #include "wire.hpp"
 
 namespace convoy::comm::zmq_ps {
@@ -83,6 +89,9 @@ class Shard {
     std::size_t workers = 1;
     std::string endpoint;  ///< "tcp://host:port" to bind
     std::ostream* log = &std::clog;
+    ServerSecurity security{};  ///< CURVE keys and authorized workers, or plaintext
+    /// ZeroMQ heartbeats: a worker connection silent this long is dropped and logged; 0: off.
+    std::chrono::milliseconds heartbeat{0};
   };
 
   Shard(std::vector<place::Piece const*> pieces, optim::Optimizer optimizer, Sync sync,
@@ -111,8 +120,21 @@ class Shard {
   /// cannot be bound, and TimeoutError when no worker has sent anything for the policy's timeout
   /// while some have not said goodbye (a worker died, or never came).
   void serve() {
+    check_bind(name(), options_.endpoint, options_.security);  // before anything is bound
     zmq::context_t context(1);
+    // The ZAP handler is bound before the shard's socket, so no handshake comes before it.
+    std::optional<ZapHandler> zap;
+    if (options_.security.keys) {
+      require_curve();
+      zap.emplace(context, options_.security.authorized, name(), options_.log);
+    }
     zmq::socket_t socket(context, zmq::socket_type::router);
+    if (options_.security.keys) {
+      socket.set(zmq::sockopt::curve_server, true);
+      socket.set(zmq::sockopt::curve_secretkey, options_.security.keys->secret_key);
+      // Every handshake is checked by the ZAP handler, whatever the domain.
+      socket.set(zmq::sockopt::zap_domain, "convoy");
+    }
     socket.set(zmq::sockopt::linger, 0);
     // An answer to a vanished worker fails at once; one to a worker that does not read fails after
     // a second: either way the shard goes on serving the others.
@@ -122,6 +144,18 @@ class Shard {
     std::size_t largest = max_header_bytes;
     for (auto const& p : pieces_) largest = std::max(largest, (p.end - p.begin) * sizeof(float));
     socket.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(largest));
+    set_heartbeat(socket, options_.heartbeat);
+    // Lost connections, to name the worker that went silent (heartbeats) or away.
+    zmq::socket_t peers(context, zmq::socket_type::pair);
+    if (options_.heartbeat.count() > 0) {
+      std::string const watch = "inproc://convoy-shard-peers";
+      if (::zmq_socket_monitor(socket.handle(), watch.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
+        throw Error("convoy: " + name() + " cannot watch its connections: " +
+                    ::zmq_strerror(::zmq_errno()));
+      }
+      peers.set(zmq::sockopt::linger, 0);
+      peers.connect(watch);
+    }
     try {
       socket.bind(options_.endpoint);
     } catch (zmq::error_t const& e) {
@@ -132,7 +166,7 @@ class Shard {
       *options_.log << "convoy: " << name() << " serving " << elements_ * sizeof(float)
                     << " bytes of weights in " << pieces_.size() << " piece(s) on "
                     << options_.endpoint << " for " << options_.workers << " worker(s) under "
-                    << Sync::name << std::endl;
+                    << Sync::name << "; " << options_.security.mode() << std::endl;
     }
     socket_ = &socket;
     auto last_heard = std::chrono::steady_clock::now();
@@ -140,8 +174,17 @@ class Shard {
     // The most frames a request carries: the peer, the header, weights and slots for each piece.
     std::size_t const most = 2 + (1 + optimizer_.slot_names().size()) * pieces_.size();
     while (goodbyes_.size() < options_.workers) {
-      zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(200));
+      short const watch_peers = options_.heartbeat.count() > 0 ? ZMQ_POLLIN : 0;
+      zmq::pollitem_t items[3] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
+                                  {peers.handle(), 0, watch_peers, 0},
+                                  {zap ? zap->socket().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, zap ? 3 : 2, std::chrono::milliseconds(200));
+      if (zap && (items[2].revents & ZMQ_POLLIN)) {
+        zap->handle_one();  // a refused worker is logged there; the others are served on
+        refused_ = zap->refused();
+      }
+      if (items[1].revents & ZMQ_POLLIN) lost_peer(peers);
+      auto const& item = items[0];
       if (!(item.revents & ZMQ_POLLIN)) {
         if (std::chrono::steady_clock::now() - last_heard > sync_.timeout) {
           socket_ = nullptr;
@@ -170,13 +213,17 @@ class Shard {
                                              std::to_string(most - 1) + " frames");
         continue;
       }
+      if (options_.heartbeat.count() > 0) remember_peer(frames);
       handle(frames);
     }
+    if (options_.heartbeat.count() > 0) ::zmq_socket_monitor(socket.handle(), nullptr, 0);
     socket_ = nullptr;
     if (options_.log) {
       *options_.log << "convoy: " << name() << " done: every worker said goodbye at global step "
                     << counters_.global_step << " (" << counters_.applied << " gradients applied, "
-                    << counters_.dropped << " dropped, " << malformed_ << " malformed messages)";
+                    << counters_.dropped << " dropped, " << malformed_ << " malformed messages";
+      if (options_.security.keys) *options_.log << ", " << refused_ << " worker key(s) refused";
+      *options_.log << ")";
       if constexpr (requires { rules_.lead(0); }) {
         *options_.log << "; largest lead granted " << largest_lead_ << " clock(s)";
       }
@@ -185,6 +232,10 @@ class Shard {
   }
 
   std::int64_t malformed() const { return malformed_; }
+  /// CURVE: handshakes refused because the worker's key is not authorized.
+  std::int64_t refused() const { return refused_; }
+  /// Heartbeats: connections of workers that had not said goodbye, lost (silent or gone).
+  std::int64_t lost() const { return lost_; }
 
  private:
   struct Waiting {
@@ -208,6 +259,39 @@ class Shard {
   }
 
   std::string worker_name(std::size_t w) const { return "worker " + std::to_string(w); }
+
+  // Heartbeats: which worker each connection (file descriptor) carries, from its messages.
+  void remember_peer(std::vector<zmq::message_t>& frames) {
+    try {
+      auto const h = decode(frames[1], "a peer of " + name());
+      if (h.worker >= options_.workers) return;
+      char const* address = frames[1].gets("Peer-Address");
+      peers_[frames[1].get(ZMQ_SRCFD)] = {h.worker, address ? address : "?"};
+    } catch (...) {  // not a worker's message: handle() answers it
+    }
+  }
+  // A connection closed: a worker that has not said goodbye went silent (no heartbeat answered
+  // for options_.heartbeat) or away.
+  void lost_peer(zmq::socket_t& peers) {
+    std::vector<zmq::message_t> event;
+    if (!zmq::recv_multipart(peers, std::back_inserter(event), zmq::recv_flags::dontwait) ||
+        event.empty() || event[0].size() < 6) {
+      return;
+    }
+    std::int32_t fd = 0;
+    std::memcpy(&fd, static_cast<char const*>(event[0].data()) + 2, 4);
+    auto const it = peers_.find(fd);
+    if (it == peers_.end()) return;
+    auto const [worker, address] = it->second;
+    peers_.erase(it);
+    if (std::find(goodbyes_.begin(), goodbyes_.end(), worker) != goodbyes_.end()) return;
+    ++lost_;
+    if (options_.log) {
+      *options_.log << "convoy: " << name() << " lost " << worker_name(worker) << " at " << address
+                    << ": silent for over " << options_.heartbeat.count()
+                    << " ms, or gone; it is served again if it reconnects" << std::endl;
+    }
+  }
 
   std::string missing_workers() const {
     std::string out;
@@ -641,6 +725,9 @@ class Shard {
   std::vector<Waiting> waiting_;
   std::vector<std::size_t> goodbyes_;
   std::int64_t malformed_ = 0;
+  std::int64_t refused_ = 0;
+  std::int64_t lost_ = 0;
+  std::map<int, std::pair<std::size_t, std::string>> peers_;  ///< fd -> worker, its address
   std::int64_t largest_lead_ = 0;  ///< bounded staleness: the most clocks a released worker led by
   zmq::socket_t* socket_ = nullptr;
 };
