@@ -109,8 +109,9 @@ inline Hooks tensorboard(std::filesystem::path log_dir, TensorBoardOptions optio
       }
       if (gradients.empty() && !state->told_no_gradients && control.log) {
         *control.log << "convoy: tensorboard writes no gradient histograms: this strategy does not "
-                        "run in lock step, so no one gradient was applied; use sync::Synchronous "
-                        "aggregating every replica, or TensorBoardOptions{.gradients = false}"
+                        "run in lock step, so its replicas' gradients belong to different updates; "
+                        "train with sync::Synchronous aggregating every replica to get them, or "
+                        "pass TensorBoardOptions{.gradients = false} to silence this"
                      << std::endl;
       }
       state->told_no_gradients = state->told_no_gradients || gradients.empty();
