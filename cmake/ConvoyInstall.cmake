@@ -9,7 +9,10 @@ set(CONVOY_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/convoy"
 
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/convoy"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
-        FILES_MATCHING PATTERN "*.hpp" PATTERN "*.cuh")
+        FILES_MATCHING PATTERN "*.hpp" PATTERN "*.cuh"
+        # These need convoy::tensorboard's generated protobuf code, which is built in the tree
+        # only (cmake/ConvoyTensorBoard.cmake); the installed package does not provide it.
+        PATTERN "event_writer.hpp" EXCLUDE REGEX "callbacks/tensorboard\\.hpp$" EXCLUDE)
 
 # A Python 3 script (standard library only) that starts a ps/worker cluster of one program;
 # docs/launching.md.

@@ -240,6 +240,26 @@ class Strategy {
   void read_weights(std::span<float> out) const { engine_.state().read_weights(out); }
   /// Every variable by name (the Ray text's get_weights()).
   std::map<std::string, Tensor> get_weights() const { return layout().named(weights()); }
+  /// The gradients of the last update by name: the mean over the replicas of the gradient each
+  /// computed for its last batch, which is what the optimizer applied (zeros before the first
+  /// step). Only in lock step (lock_step()), where every replica is at rest between runs and in a
+  /// callback; empty otherwise, where replicas compute on while others apply (asynchronous) or the
+  /// gradients live in other processes (comm::ZmqPs).
+  std::map<std::string, Tensor> get_gradients() const {
+    if constexpr (requires { engine_.state().handle(std::size_t{0})->variables().grads(); }) {
+      if (!lock_step()) return {};
+      auto const& group = engine_.state();
+      std::vector<float> mean(layout().element_count(), 0.0f);
+      float const scale = 1.0f / static_cast<float>(group.size());
+      for (std::size_t r = 0; r < group.size(); ++r) {
+        auto const grads = group.handle(r)->variables().grads();
+        for (std::size_t i = 0; i < mean.size(); ++i) mean[i] += grads[i] * scale;
+      }
+      return layout().named(mean);
+    } else {
+      return {};
+    }
+  }
   /// Sets every variable by name in every replica and the central copy, checking all names and
   /// shapes first (LoadError lists the offenders; nothing changes then). Not during a run.
   void set_weights(std::map<std::string, Tensor> const& named) {

@@ -7,7 +7,10 @@
 #include <filesystem>
 #include <functional>
 #include <iosfwd>
+#include <map>
+#include <string>
 
+#include "../core/tensor.hpp"
 #include "history.hpp"
 #include "step.hpp"
 
@@ -23,6 +26,11 @@ struct RunControl {
   /// Sets the learning rate for the steps that follow (Strategy::set_learning_rate; throws Error
   /// where the Comm cannot).
   std::function<void(float)> set_learning_rate;
+  /// Every variable by name (Strategy::get_weights). Safe from any hook.
+  std::function<std::map<std::string, Tensor>()> weights;
+  /// The gradients of the last update by name (Strategy::get_gradients): in lock step, the mean
+  /// of the replicas' gradients the optimizer applied; empty where the strategy cannot give them.
+  std::function<std::map<std::string, Tensor>()> gradients;
   /// Saves the current weights by name, atomically (Trainer::save_weights). Blocks on file I/O.
   std::function<void(std::filesystem::path const&)> save_weights;
   /// Where fit writes its lines; null: nowhere.

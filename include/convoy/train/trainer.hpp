@@ -379,6 +379,8 @@ class Trainer {
     control.global_step = [this] { return strategy_.global_step(); };
     control.learning_rate = [this] { return strategy_.optimizer().learning_rate(); };
     control.set_learning_rate = [this](float rate) { strategy_.set_learning_rate(rate); };
+    control.weights = [this] { return strategy_.get_weights(); };
+    control.gradients = [this] { return strategy_.get_gradients(); };
     control.save_weights = [this](std::filesystem::path const& path) { save_weights(path); };
     control.log = log;
     control.chief = strategy_.chief();

@@ -1,0 +1,72 @@
+# convoy::tensorboard: a static library of the C++ that protoc generates at build time from
+# include/convoy/tensorboard/proto/*.proto (TensorBoard's Event and Summary messages), linking
+# convoy::convoy and protobuf::libprotobuf. The headers convoy/tensorboard/event_writer.hpp and
+# convoy/train/callbacks/tensorboard.hpp need it; convoy.hpp includes neither.
+#
+# Input: CONVOY_ENABLE_TENSORBOARD (AUTO: build it when protobuf is found, else one status line;
+# ON: stop with the packages to install when it is not found).
+
+# The search runs in a function, so FindProtobuf's result variables stay there; only its imported
+# targets and cache entries remain.
+function(_convoy_find_protobuf)
+  find_package(Protobuf QUIET)
+  if(Protobuf_FOUND AND TARGET protobuf::libprotobuf AND TARGET protobuf::protoc)
+    set(_convoy_protobuf_found TRUE PARENT_SCOPE)
+  else()
+    set(_convoy_protobuf_found FALSE PARENT_SCOPE)
+  endif()
+endfunction()
+_convoy_find_protobuf()
+
+if(NOT _convoy_protobuf_found)
+  string(CONCAT _convoy_message
+    "convoy::tensorboard needs protobuf's library and compiler, which were not found: install "
+    "libprotobuf-dev and protobuf-compiler, or point CMAKE_PREFIX_PATH (or Protobuf_ROOT) at them")
+  string(TOUPPER "${CONVOY_ENABLE_TENSORBOARD}" _convoy_choice)
+  if(_convoy_choice STREQUAL "ON")
+    message(FATAL_ERROR "${_convoy_message}; or configure with -DCONVOY_ENABLE_TENSORBOARD=OFF")
+  endif()
+  message(STATUS "convoy: convoy::tensorboard is not built: ${_convoy_message}")
+  unset(_convoy_message)
+  unset(_convoy_choice)
+  unset(_convoy_protobuf_found)
+  return()
+endif()
+unset(_convoy_protobuf_found)
+
+set(_convoy_proto_dir "${PROJECT_SOURCE_DIR}/include")
+set(_convoy_generated "${PROJECT_BINARY_DIR}/convoy_generated")
+set(_convoy_protos "")
+set(_convoy_outputs "")
+set(_convoy_sources "")
+foreach(_convoy_name event summary)
+  set(_convoy_stem "convoy/tensorboard/proto/${_convoy_name}")
+  list(APPEND _convoy_protos "${_convoy_proto_dir}/${_convoy_stem}.proto")
+  list(APPEND _convoy_outputs "${_convoy_generated}/${_convoy_stem}.pb.h"
+                              "${_convoy_generated}/${_convoy_stem}.pb.cc")
+  list(APPEND _convoy_sources "${_convoy_generated}/${_convoy_stem}.pb.cc")
+endforeach()
+file(MAKE_DIRECTORY "${_convoy_generated}")
+add_custom_command(
+  OUTPUT ${_convoy_outputs}
+  COMMAND protobuf::protoc "--cpp_out=${_convoy_generated}" "-I${_convoy_proto_dir}" ${_convoy_protos}
+  DEPENDS ${_convoy_protos} protobuf::protoc
+  COMMENT "convoy: generating C++ for TensorBoard's event format with protoc"
+  VERBATIM)
+
+add_library(convoy_tensorboard STATIC ${_convoy_sources})
+add_library(convoy::tensorboard ALIAS convoy_tensorboard)
+# SYSTEM: the generated code is protoc's, and its warnings are not convoy's to fix.
+target_include_directories(convoy_tensorboard SYSTEM PUBLIC "$<BUILD_INTERFACE:${_convoy_generated}>")
+target_link_libraries(convoy_tensorboard PUBLIC convoy protobuf::libprotobuf)
+# protoc's code is not convoy's to fix: a -Werror build (tools/dev clang) does not apply to it.
+set_target_properties(convoy_tensorboard PROPERTIES POSITION_INDEPENDENT_CODE ON
+                      COMPILE_WARNING_AS_ERROR OFF)
+message(STATUS "convoy: convoy::tensorboard is built (protoc: ${Protobuf_PROTOC_EXECUTABLE})")
+unset(_convoy_proto_dir)
+unset(_convoy_generated)
+unset(_convoy_protos)
+unset(_convoy_outputs)
+unset(_convoy_sources)
+unset(_convoy_name)
+unset(_convoy_stem)
