@@ -137,8 +137,7 @@ class Shard {
     socket_ = &socket;
     auto last_heard = std::chrono::steady_clock::now();
     std::vector<zmq::message_t> frames;
-    // The most frames a request carries: the peer, the header, weights and slots for each piece.
-    std::size_t const most = 2 + (1 + optimizer_.slot_names().size()) * pieces_.size();
+    std::size_t const most = most_frames();
     while (goodbyes_.size() < options_.workers) {
       zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, std::chrono::milliseconds(200));
@@ -163,14 +162,7 @@ class Shard {
           too_many = true;
         }
       }
-      if (frames.size() < 2) continue;  // not a worker's message: drop it
-      if (too_many) {
-        ++malformed_;
-        reply_error(frames[0], Header{}, "convoy: a message to " + name() + " has more than " +
-                                             std::to_string(most - 1) + " frames");
-        continue;
-      }
-      handle(frames);
+      dispatch(frames, too_many);
     }
     socket_ = nullptr;
     if (options_.log) {
@@ -185,6 +177,27 @@ class Shard {
   }
 
   std::int64_t malformed() const { return malformed_; }
+
+  /// Handles one message as serve() does, without a socket: `frames` as the ROUTER socket hands
+  /// them over (the peer's identity, the header, the payload). Returns the answers sent meanwhile,
+  /// each as the frames serve() would send (the addressee's identity first): the answer to this
+  /// message, if it is answered now, and those of earlier requests it releases. Messages of more
+  /// frames than serve() keeps are refused as serve() refuses them. Never blocks; not thread-safe,
+  /// and never called while serve() runs. The fuzz targets (tests/fuzz) drive a shard through it.
+  std::vector<std::vector<zmq::message_t>> handle_message(std::vector<zmq::message_t> frames) {
+    std::vector<std::vector<zmq::message_t>> sent;
+    outbox_ = &sent;
+    bool const too_many = frames.size() > most_frames();
+    if (too_many) frames.resize(most_frames());
+    try {
+      dispatch(frames, too_many);
+    } catch (...) {
+      outbox_ = nullptr;
+      throw;
+    }
+    outbox_ = nullptr;
+    return sent;
+  }
 
  private:
   struct Waiting {
@@ -217,6 +230,23 @@ class Shard {
       }
     }
     return "worker(s) " + out + " have not said goodbye";
+  }
+
+  // The most frames a request carries: the peer, the header, weights and slots for each piece.
+  std::size_t most_frames() const {
+    return 2 + (1 + optimizer_.slot_names().size()) * pieces_.size();
+  }
+
+  // One received message, of which at most most_frames() were kept (`too_many`: there were more).
+  void dispatch(std::vector<zmq::message_t>& frames, bool too_many) {
+    if (frames.size() < 2) return;  // not a worker's message: drop it
+    if (too_many) {
+      ++malformed_;
+      reply_error(frames[0], Header{}, "convoy: a message to " + name() + " has more than " +
+                                           std::to_string(most_frames() - 1) + " frames");
+      return;
+    }
+    handle(frames);
   }
 
   // One request: [peer id, header, payload...].
@@ -607,6 +637,13 @@ class Shard {
     send(peer, h, {});
   }
   void send(zmq::message_t& peer, Header const& h, std::vector<zmq::message_t> payload) {
+    if (outbox_) {  // handle_message(): the answer goes back to its caller, moved as send moves it
+      auto& frames = outbox_->emplace_back();
+      frames.push_back(std::move(peer));
+      frames.push_back(encode(h));
+      for (auto& f : payload) frames.push_back(std::move(f));
+      return;
+    }
     try {
       socket_->send(peer, zmq::send_flags::sndmore);
       socket_->send(encode(h), payload.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
@@ -643,6 +680,7 @@ class Shard {
   std::int64_t malformed_ = 0;
   std::int64_t largest_lead_ = 0;  ///< bounded staleness: the most clocks a released worker led by
   zmq::socket_t* socket_ = nullptr;
+  std::vector<std::vector<zmq::message_t>>* outbox_ = nullptr;  ///< handle_message()'s answers
 };
 
 }  // namespace convoy::comm::zmq_ps
