@@ -11,13 +11,14 @@
 //
 //   fuzz_ps_shard --make-corpus DIR      writes the seed corpus into DIR
 //   fuzz_ps_shard DIR -max_total_time=60 -rss_limit_mb=1024 -malloc_limit_mb=256
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <ostream>
 #include <string>
 #include <system_error>
-#include <unistd.h>
 #include <vector>
 
 #include "ps_fuzz.hpp"
@@ -53,8 +54,9 @@ bool confine_save(zmq::message_t& header_frame) {
 template <class Sync>
 void run(Sync const& policy, std::size_t config, fuzz::Reader& in) {
   std::ostream quiet(nullptr);  // formats every log line, writes none
-  zps::Shard<Sync> shard(fuzz::model().pieces, fuzz::optimizer_of(config), policy,
-                         {.index = 0, .shards = 1, .workers = fuzz::workers, .log = &quiet});
+  zps::Shard<Sync> shard(
+      fuzz::model().pieces, fuzz::optimizer_of(config), policy,
+      {.index = 0, .shards = 1, .workers = fuzz::workers, .endpoint = {}, .log = &quiet});
   bool saved = false;
   while (!in.done()) {
     auto frames = fuzz::next_message(in);

@@ -5,7 +5,6 @@
 
 #include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -40,9 +39,12 @@ inline Model const& model() {
 
 inline optim::Optimizer optimizer_of(std::size_t config) {
   switch (config / 4 % 3) {
-    case 0: return optim::Sgd{};
-    case 1: return optim::Momentum{};
-    default: return optim::Adam{};
+    case 0:
+      return optim::Sgd{};
+    case 1:
+      return optim::Momentum{};
+    default:
+      return optim::Adam{};
   }
 }
 
@@ -50,17 +52,21 @@ inline optim::Optimizer optimizer_of(std::size_t config) {
 template <class F>
 decltype(auto) with_policy(std::size_t config, F&& f) {
   switch (config % 4) {
-    case 0: return f(sync::Synchronous{});                             // lock step: all 3
-    case 1: return f(sync::Synchronous{.replicas_to_aggregate = 2});  // M of N: 2 of 3
-    case 2: return f(sync::Asynchronous{});
-    default: return f(sync::BoundedStaleness<1>{});
+    case 0:
+      return f(sync::Synchronous{});  // lock step: all 3
+    case 1:
+      return f(sync::Synchronous{.replicas_to_aggregate = 2});  // M of N: 2 of 3
+    case 2:
+      return f(sync::Asynchronous{});
+    default:
+      return f(sync::BoundedStaleness<1>{});
   }
 }
 
 inline std::uint64_t fingerprint_of(std::size_t config) {
   return with_policy(config, [&](auto const& policy) {
-    return zps::fingerprint(std::span<place::Piece const* const>(model().pieces), optimizer_of(config),
-                            policy, 1, workers);
+    return zps::fingerprint(std::span<place::Piece const* const>(model().pieces),
+                            optimizer_of(config), policy, 1, workers);
   });
 }
 
@@ -183,7 +189,8 @@ class Seeds {
     for (auto const& m : messages) {
       std::uint8_t peer = 15;  // a forged header's: none of the workers'
       try {
-        peer = static_cast<std::uint8_t>(zps::decode(zmq::message_t(m[0].data(), m[0].size()), "a seed").worker % 16);
+        peer = static_cast<std::uint8_t>(
+            zps::decode(zmq::message_t(m[0].data(), m[0].size()), "a seed").worker % 16);
       } catch (ProtocolError const&) {
       }
       append(out, peer, m);

@@ -268,6 +268,13 @@ class Shard {
         throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " sent a " +
                             describe(h.op) + " for another layout than " + name() + "'s");
       }
+      // A worker's goodbye is its last message: the rules have retired it (a bounded-staleness
+      // clock table marks it with its largest clock), so a step of its would corrupt them.
+      if ((h.op == Op::push || h.op == Op::pull) &&
+          std::find(goodbyes_.begin(), goodbyes_.end(), h.worker) != goodbyes_.end()) {
+        throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " sent a " +
+                            describe(h.op) + " to " + name() + " after its goodbye");
+      }
     } catch (ProtocolError const& e) {
       ++malformed_;
       if (options_.log) *options_.log << "convoy: " << name() << " dropped a message: " << e.what() << std::endl;
@@ -333,6 +340,17 @@ class Shard {
       throw ProtocolError("convoy: a restore for " + std::to_string(h.local.size()) +
                           " workers reached " + name() + " of " +
                           std::to_string(options_.workers));
+    }
+    // The counters only grow from here, by one a step: a negative one, or one past 2^62 (more
+    // steps than any run takes), would overflow, and the clock table reads its largest value as a
+    // worker that said goodbye.
+    auto const counter = [](std::int64_t v) { return v >= 0 && v <= (std::int64_t{1} << 62); };
+    if (!counter(h.global_step) || !counter(h.applied) || !counter(h.dropped) ||
+        !counter(h.optimizer_updates) || !std::all_of(h.local.begin(), h.local.end(), counter)) {
+      throw ProtocolError("convoy: a restore to " + name() + " carries a counter outside 0..2^62 "
+                          "(global step " + std::to_string(h.global_step) + ", " +
+                          std::to_string(h.optimizer_updates) + " optimizer updates); restore "
+                          "from a checkpoint convoy wrote");
     }
     std::vector<float> scratch;
     write_weights(frames, 2, scratch);
