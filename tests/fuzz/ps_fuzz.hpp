@@ -3,6 +3,7 @@
 // deliberately out-of-order) message sequences, written by `--make-corpus DIR`.
 #pragma once
 
+#include <algorithm>
 #include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
 #include <cstddef>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace convoy::fuzz {
