@@ -7,6 +7,7 @@
 #include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -236,4 +237,128 @@ TEST_CASE("M of N synchronous workers over several shards is refused, naming why
   CHECK_THROWS_WITH_AS(build(), doctest::Contains("needs a single ps task"), Error);
   cluster.jobs["ps"] = {"127.0.0.1:1"};
   CHECK_NOTHROW(build());
+}
+
+// Shard::handle_message runs serve()'s handling of one message without a socket: the fuzz target
+// tests/fuzz/fuzz_ps_shard drives it, and the cases below replay what it found.
+namespace {
+
+struct Bench {
+  nn::Mlp model{{3, 2, 2}};
+  place::ShardMap map = place::GreedyBySize{}.assign(model.variables(), 1);
+  std::vector<place::Piece const*> pieces = map.pieces_of(0);
+  optim::Optimizer optimizer = optim::Sgd{0.1f};
+  std::ostringstream log;
+
+  template <class Sync>
+  Shard<Sync> shard(Sync policy, std::size_t workers) {
+    return Shard<Sync>(pieces, optimizer, policy,
+                       {.index = 0, .shards = 1, .workers = workers, .endpoint = {}, .log = &log});
+  }
+  template <class Sync>
+  Header request(Op op, std::uint32_t worker, Sync const& policy, std::size_t workers) const {
+    Header h;
+    h.op = op;
+    h.worker = worker;
+    h.fingerprint = fingerprint(pieces, optimizer, policy, 1, workers);
+    return h;
+  }
+  // [peer, header, one frame of `value`s per piece when `payload`]
+  std::vector<zmq::message_t> message(Header h, bool payload) const {
+    std::vector<zmq::message_t> frames;
+    frames.push_back(bytes("peer-" + std::to_string(h.worker)));
+    h.frames = payload ? static_cast<std::uint32_t>(pieces.size()) : 0;
+    frames.push_back(encode(h));
+    for (auto const* p : pieces) {
+      if (!payload) break;
+      std::vector<float> v(p->size(), 0.5f);
+      frames.emplace_back(v.data(), v.size() * sizeof(float));
+    }
+    return frames;
+  }
+};
+
+Header answer_header(std::vector<zmq::message_t> const& answer) {
+  REQUIRE(answer.size() >= 2);
+  return wire::decode(answer[1], "the shard");
+}
+
+}  // namespace
+
+TEST_CASE("handle_message answers as serve() does: nothing to a lone frame, an error to too many") {
+  Bench b;
+  auto const policy = sync::Asynchronous{};
+  auto shard = b.shard(policy, 1);
+  std::vector<zmq::message_t> lone;
+  lone.push_back(bytes("peer"));
+  CHECK(shard.handle_message(std::move(lone)).empty());
+  auto frames = b.message(b.request(Op::push, 0, policy, 1), true);
+  for (int i = 0; i < 20; ++i) frames.push_back(bytes("x"));
+  auto const answers = shard.handle_message(std::move(frames));
+  REQUIRE(answers.size() == 1);
+  CHECK(as_string(answers[0][0]) == "peer-0");
+  auto const h = answer_header(answers[0]);
+  CHECK(h.status == Status::error);
+  CHECK(h.text.find("has more than") != std::string::npos);
+  CHECK(shard.malformed() == 1);
+}
+
+TEST_CASE("a push or pull after the worker's goodbye is refused and counted; the others go on") {
+  // Found by fuzz_ps_shard: under bounded staleness a goodbye marks the worker's clock with the
+  // largest value, and a push after it overflowed that clock.
+  Bench b;
+  auto const policy = sync::BoundedStaleness<1>{};
+  auto shard = b.shard(policy, 2);
+  auto ask = [&](Op op, std::uint32_t worker, bool payload) {
+    auto answers = shard.handle_message(b.message(b.request(op, worker, policy, 2), payload));
+    REQUIRE(answers.size() == 1);
+    return answer_header(answers[0]);
+  };
+  CHECK(ask(Op::init, 0, true).status == Status::ok);
+  CHECK(ask(Op::bye, 0, false).status == Status::ok);
+  auto h = ask(Op::push, 0, true);
+  CHECK(h.status == Status::error);
+  CHECK(h.text.find("worker 0 sent a push to ps:0 after its goodbye") != std::string::npos);
+  h = ask(Op::pull, 0, false);
+  CHECK(h.status == Status::error);
+  CHECK(h.text.find("after its goodbye") != std::string::npos);
+  CHECK(shard.malformed() == 2);
+  h = ask(Op::push, 1, true);  // the worker left is not held back by the one gone
+  CHECK(h.status == Status::ok);
+  CHECK(h.global_step == 1);
+  CHECK(h.local == std::vector<std::int64_t>{0, 1});
+}
+
+TEST_CASE("a restore with a counter outside 0..2^62 is refused and counted, changing nothing") {
+  // A global step of 2^63 - 1 made the next step overflow it; a negative clock made bounded
+  // staleness's lead overflow.
+  Bench b;
+  auto const policy = sync::Synchronous{};
+  auto shard = b.shard(policy, 1);
+  auto restore = [&](auto&& forge) {
+    auto h = b.request(Op::restore, 0, policy, 1);
+    h.local = {3};
+    forge(h);
+    auto answers = shard.handle_message(b.message(h, true));
+    REQUIRE(answers.size() == 1);
+    return answer_header(answers[0]);
+  };
+  auto h = restore([](Header& r) { r.global_step = std::numeric_limits<std::int64_t>::max(); });
+  CHECK(h.status == Status::error);
+  CHECK(h.text.find("carries a counter outside 0..2^62") != std::string::npos);
+  h = restore([](Header& r) { r.local = {-1}; });
+  CHECK(h.status == Status::error);
+  h = restore([](Header& r) { r.optimizer_updates = -5; });
+  CHECK(h.status == Status::error);
+  CHECK(shard.malformed() == 3);
+  CHECK(shard.counters().global_step == 0);
+  h = restore([](Header& r) { r.global_step = r.applied = 3; });
+  CHECK(h.status == Status::ok);
+  CHECK(shard.counters().global_step == 3);
+  CHECK(shard.counters().local_steps == std::vector<std::int64_t>{3});
+  auto push = b.request(Op::push, 0, policy, 1);
+  push.tag = 3;
+  auto answers = shard.handle_message(b.message(push, true));
+  REQUIRE(answers.size() == 1);
+  CHECK(answer_header(answers[0]).global_step == 4);
 }

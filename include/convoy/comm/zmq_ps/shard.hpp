@@ -171,8 +171,7 @@ class Shard {
     socket_ = &socket;
     auto last_heard = std::chrono::steady_clock::now();
     std::vector<zmq::message_t> frames;
-    // The most frames a request carries: the peer, the header, weights and slots for each piece.
-    std::size_t const most = 2 + (1 + optimizer_.slot_names().size()) * pieces_.size();
+    std::size_t const most = most_frames();
     while (goodbyes_.size() < options_.workers) {
       short const watch_peers = options_.heartbeat.count() > 0 ? ZMQ_POLLIN : 0;
       zmq::pollitem_t items[3] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
@@ -206,15 +205,8 @@ class Shard {
           too_many = true;
         }
       }
-      if (frames.size() < 2) continue;  // not a worker's message: drop it
-      if (too_many) {
-        ++malformed_;
-        reply_error(frames[0], Header{}, "convoy: a message to " + name() + " has more than " +
-                                             std::to_string(most - 1) + " frames");
-        continue;
-      }
-      if (options_.heartbeat.count() > 0) remember_peer(frames);
-      handle(frames);
+      if (options_.heartbeat.count() > 0 && frames.size() >= 2 && !too_many) remember_peer(frames);
+      dispatch(frames, too_many);
     }
     if (options_.heartbeat.count() > 0) ::zmq_socket_monitor(socket.handle(), nullptr, 0);
     socket_ = nullptr;
@@ -236,6 +228,27 @@ class Shard {
   std::int64_t refused() const { return refused_; }
   /// Heartbeats: connections of workers that had not said goodbye, lost (silent or gone).
   std::int64_t lost() const { return lost_; }
+
+  /// Handles one message as serve() does, without a socket: `frames` as the ROUTER socket hands
+  /// them over (the peer's identity, the header, the payload). Returns the answers sent meanwhile,
+  /// each as the frames serve() would send (the addressee's identity first): the answer to this
+  /// message, if it is answered now, and those of earlier requests it releases. Messages of more
+  /// frames than serve() keeps are refused as serve() refuses them. Never blocks; not thread-safe,
+  /// and never called while serve() runs. The fuzz targets (tests/fuzz) drive a shard through it.
+  std::vector<std::vector<zmq::message_t>> handle_message(std::vector<zmq::message_t> frames) {
+    std::vector<std::vector<zmq::message_t>> sent;
+    outbox_ = &sent;
+    bool const too_many = frames.size() > most_frames();
+    if (too_many) frames.resize(most_frames());
+    try {
+      dispatch(frames, too_many);
+    } catch (...) {
+      outbox_ = nullptr;
+      throw;
+    }
+    outbox_ = nullptr;
+    return sent;
+  }
 
  private:
   struct Waiting {
@@ -303,6 +316,23 @@ class Shard {
     return "worker(s) " + out + " have not said goodbye";
   }
 
+  // The most frames a request carries: the peer, the header, weights and slots for each piece.
+  std::size_t most_frames() const {
+    return 2 + (1 + optimizer_.slot_names().size()) * pieces_.size();
+  }
+
+  // One received message, of which at most most_frames() were kept (`too_many`: there were more).
+  void dispatch(std::vector<zmq::message_t>& frames, bool too_many) {
+    if (frames.size() < 2) return;  // not a worker's message: drop it
+    if (too_many) {
+      ++malformed_;
+      reply_error(frames[0], Header{}, "convoy: a message to " + name() + " has more than " +
+                                           std::to_string(most_frames() - 1) + " frames");
+      return;
+    }
+    handle(frames);
+  }
+
   // One request: [peer id, header, payload...].
   void handle(std::vector<zmq::message_t>& frames) {
     std::string const from = "a peer of " + name();
@@ -321,6 +351,13 @@ class Shard {
       if (h.op != Op::hello && h.op != Op::bye && h.fingerprint != fingerprint_) {
         throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " sent a " +
                             describe(h.op) + " for another layout than " + name() + "'s");
+      }
+      // A worker's goodbye is its last message: the rules have retired it (a bounded-staleness
+      // clock table marks it with its largest clock), so a step of its would corrupt them.
+      if ((h.op == Op::push || h.op == Op::pull) &&
+          std::find(goodbyes_.begin(), goodbyes_.end(), h.worker) != goodbyes_.end()) {
+        throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " sent a " +
+                            describe(h.op) + " to " + name() + " after its goodbye");
       }
     } catch (ProtocolError const& e) {
       ++malformed_;
@@ -387,6 +424,17 @@ class Shard {
       throw ProtocolError("convoy: a restore for " + std::to_string(h.local.size()) +
                           " workers reached " + name() + " of " +
                           std::to_string(options_.workers));
+    }
+    // The counters only grow from here, by one a step: a negative one, or one past 2^62 (more
+    // steps than any run takes), would overflow, and the clock table reads its largest value as a
+    // worker that said goodbye.
+    auto const counter = [](std::int64_t v) { return v >= 0 && v <= (std::int64_t{1} << 62); };
+    if (!counter(h.global_step) || !counter(h.applied) || !counter(h.dropped) ||
+        !counter(h.optimizer_updates) || !std::all_of(h.local.begin(), h.local.end(), counter)) {
+      throw ProtocolError("convoy: a restore to " + name() + " carries a counter outside 0..2^62 "
+                          "(global step " + std::to_string(h.global_step) + ", " +
+                          std::to_string(h.optimizer_updates) + " optimizer updates); restore "
+                          "from a checkpoint convoy wrote");
     }
     std::vector<float> scratch;
     write_weights(frames, 2, scratch);
@@ -691,6 +739,13 @@ class Shard {
     send(peer, h, {});
   }
   void send(zmq::message_t& peer, Header const& h, std::vector<zmq::message_t> payload) {
+    if (outbox_) {  // handle_message(): the answer goes back to its caller, moved as send moves it
+      auto& frames = outbox_->emplace_back();
+      frames.push_back(std::move(peer));
+      frames.push_back(encode(h));
+      for (auto& f : payload) frames.push_back(std::move(f));
+      return;
+    }
     try {
       socket_->send(peer, zmq::send_flags::sndmore);
       socket_->send(encode(h), payload.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
@@ -730,6 +785,7 @@ class Shard {
   std::map<int, std::pair<std::size_t, std::string>> peers_;  ///< fd -> worker, its address
   std::int64_t largest_lead_ = 0;  ///< bounded staleness: the most clocks a released worker led by
   zmq::socket_t* socket_ = nullptr;
+  std::vector<std::vector<zmq::message_t>>* outbox_ = nullptr;  ///< handle_message()'s answers
 };
 
 }  // namespace convoy::comm::zmq_ps
