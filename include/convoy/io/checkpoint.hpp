@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <cereal/archives/portable_binary.hpp>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -29,7 +30,9 @@
 #include "../core/snapshot.hpp"
 #include "../core/tensor.hpp"
 #include "checkpoint_parts.hpp"
-#include "weights.hpp"
+#include "files.hpp"
+#include "framed_file.hpp"
+#include "records.hpp"
 
 namespace convoy::io {
 

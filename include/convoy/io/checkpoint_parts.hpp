@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cereal/archives/portable_binary.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -22,7 +23,9 @@
 
 #include "../core/error.hpp"
 #include "../core/tensor.hpp"
-#include "weights.hpp"
+#include "files.hpp"
+#include "framed_file.hpp"
+#include "records.hpp"
 
 namespace convoy::io {
 

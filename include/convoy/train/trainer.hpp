@@ -24,6 +24,7 @@
 #include "../io/checkpoint.hpp"
 #include "../io/dataset.hpp"
 #include "../io/sampler.hpp"
+#include "../io/weights.hpp"
 #include "../optim/optimizer.hpp"
 #include "history.hpp"
 #include "hooks.hpp"

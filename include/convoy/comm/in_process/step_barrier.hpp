@@ -11,7 +11,9 @@
 #include <mutex>
 #include <thread>
 #if defined(__SSE2__)
-#include <immintrin.h>
+// _mm_pause is SSE2 (GCC declares it in <xmmintrin.h>, Clang in <emmintrin.h>); <immintrin.h>
+// would parse every AVX-512 header for it.
+#include <emmintrin.h>
 #endif
 
 namespace convoy::comm::in_process {

@@ -9,7 +9,7 @@
 #include <ostream>
 #include <utility>
 
-#include "../../io/weights.hpp"
+#include "../../io/files.hpp"
 #include "../hooks.hpp"
 #include "monitor.hpp"
 

@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "../../core/error.hpp"
-#include "../../io/weights.hpp"
+#include "../../io/files.hpp"
 #include "../history.hpp"
 #include "../hooks.hpp"
 
