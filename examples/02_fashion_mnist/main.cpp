@@ -296,7 +296,7 @@ void check_paths(Options const& o) {
   if (!o.metrics.empty()) {
     examples::require("--metrics", o.metrics, [&] {
       convoy::callbacks::metrics_format_for(o.metrics);
-      convoy::io::require_writable_file(o.metrics, "metrics file", true);
+      convoy::io::require_writable_file(o.metrics, "metrics file", false);
     });
   }
 }
