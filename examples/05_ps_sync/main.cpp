@@ -114,13 +114,5 @@ int run(Options const& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(parse(argc, argv));
-  } catch (examples::UsageError const& e) {
-    std::cerr << "ps_sync: " << e.what() << "\n";
-    return 2;
-  } catch (std::exception const& e) {
-    std::cerr << e.what() << "\n";
-    return 1;
-  }
+  return examples::run_main("ps_sync", [&] { return run(parse(argc, argv)); });
 }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <iostream>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -74,6 +75,21 @@ void require(std::string_view option, std::string const& value, Check&& check) {
     check();
   } catch (convoy::Error const& e) {
     bad_value(option, value, e.what());
+  }
+}
+
+/// An example's main(): runs `body` and returns its status; a UsageError is one line
+/// "PROGRAM: what" on stderr and status 2, any other error one line and status 1.
+template <class Body>
+int run_main(std::string_view program, Body&& body) {
+  try {
+    return body();
+  } catch (UsageError const& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+    return 2;
+  } catch (std::exception const& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
   }
 }
 

@@ -380,17 +380,10 @@ inline Checkpoint load_checkpoint(std::filesystem::path const& file) {
       in_parts ? detail::manifest_kind : detail::checkpoint_kind);
   Checkpoint checkpoint;
   Manifest manifest;
-  try {
-    cereal::PortableBinaryInputArchive ar(framed.in);
+  detail::parse_payload(framed, [&](auto& ar) {
     ar(checkpoint);
     if (in_parts) detail::load_manifest(ar, manifest);
-  } catch (cereal::Exception const& e) {
-    throw framed.fail("has a payload that cannot be parsed (cereal: " + std::string(e.what()) +
-                      ")");
-  } catch (LoadError const& e) {
-    throw framed.fail("has a payload that cannot be parsed: " + std::string(e.what()));
-  }
-  framed.require_consumed();
+  });
   if (in_parts) {
     if (!checkpoint.state.weights.empty() || !checkpoint.state.slots.empty()) {
       throw framed.fail("lists parts and holds weights too");

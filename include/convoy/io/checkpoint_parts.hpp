@@ -121,6 +121,22 @@ void load_manifest(Archive& ar, Manifest& m) {
   for (auto& part : m.parts) load_sequence(ar, part);
 }
 
+// Reads `framed`'s payload with `read(archive)`; a payload that cannot be parsed becomes the
+// file's own error, naming it, and bytes left over after it are refused.
+template <class Framed, class Read>
+void parse_payload(Framed& framed, Read&& read) {
+  try {
+    cereal::PortableBinaryInputArchive ar(framed.in);
+    read(ar);
+  } catch (cereal::Exception const& e) {
+    throw framed.fail("has a payload that cannot be parsed (cereal: " + std::string(e.what()) +
+                      ")");
+  } catch (LoadError const& e) {
+    throw framed.fail("has a payload that cannot be parsed: " + std::string(e.what()));
+  }
+  framed.require_consumed();
+}
+
 // A variable being put together from pieces: its weights, slots, and which elements came.
 struct Assembly {
   Tensor weights;
@@ -134,8 +150,7 @@ inline void assemble_part(std::filesystem::path const& file, Manifest const& m,
                           std::map<std::string, Assembly>& vars) {
   auto framed = check_framed<CheckpointError>(
       open_for_reading<CheckpointError>(file, "checkpoint part"), file, part_kind);
-  try {
-    cereal::PortableBinaryInputArchive ar(framed.in);
+  parse_payload(framed, [&](auto& ar) {
     std::int64_t step = 0;
     std::uint64_t shard = 0, shards = 0, nonce = 0;
     std::string optimizer;
@@ -185,13 +200,7 @@ inline void assemble_part(std::filesystem::path const& file, Manifest const& m,
         std::copy(values.begin(), values.end(), v.slots[s].data.begin() + at);
       }
     }
-  } catch (cereal::Exception const& e) {
-    throw framed.fail("has a payload that cannot be parsed (cereal: " + std::string(e.what()) +
-                      ")");
-  } catch (LoadError const& e) {
-    throw framed.fail("has a payload that cannot be parsed: " + std::string(e.what()));
-  }
-  framed.require_consumed();
+  });
 }
 
 // True when `file` starts with `kind`'s magic (false when it cannot be read: the loader says why).
