@@ -22,6 +22,7 @@
 #include <convoy/convoy.hpp>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <string>
@@ -67,6 +68,8 @@ struct Options {
   std::string metrics;  // a metrics log for tools/plot; validation on the test set then
   std::string data_dir;
   bool log_placement = false;
+  std::string ps_keys;           // ps-*: CURVE keys made by convoy-keygen (see --help)
+  bool allow_plaintext = false;  // ps-*: serve plaintext on a non-loopback address
 };
 
 // Default learning rates, one per optimizer. Adam's, with batch 200 and 20 epochs, is the default
@@ -116,6 +119,9 @@ constexpr std::string_view usage = R"(usage: fashion_mnist [options]
                         (.csv or .jsonl), for tools/plot
   --data-dir DIR        Fashion-MNIST files     (default $CONVOY_FASHION_MNIST_DIR, or
                         /usr/share/datasets/fashion-mnist)
+  --ps-keys DIR         ps-*: CurveZMQ keys from convoy-keygen: DIR/ps.key and DIR/ps.pub, the
+                        workers' DIR/workers/*.pub, and each worker's DIR/workers/worker<RANK>.key
+  --allow-plaintext     ps-*: serve plaintext on a non-loopback address (a trusted network only)
   --log-placement       print where every variable lives and which replica computes
   --help                print this text
 Exit status: 0 on success, 2 for a bad option (one line on stderr, before any training), 1 for
@@ -263,6 +269,10 @@ Options parse(int argc, char** argv) {
       o.metrics = value();
     } else if (arg == "--data-dir") {
       o.data_dir = value();
+    } else if (arg == "--ps-keys") {
+      o.ps_keys = value();
+    } else if (arg == "--allow-plaintext") {
+      o.allow_plaintext = true;
     } else if (arg == "--log-placement") {
       o.log_placement = true;
     } else if (arg.starts_with("-")) {
@@ -293,6 +303,7 @@ void check_paths(Options const& o) {
       convoy::io::require_writable_file(o.save_weights, "weights file", true);
     });
   }
+  if (!o.ps_keys.empty()) examples::require_readable_dir("--ps-keys", o.ps_keys);
   if (!o.metrics.empty()) {
     examples::require("--metrics", o.metrics, [&] {
       convoy::callbacks::metrics_format_for(o.metrics);
@@ -445,6 +456,23 @@ int for_staleness(Options const& o, std::integer_sequence<int, S...>, Train trai
   return status;
 }
 
+// The cluster's security from --ps-keys and --allow-plaintext (docs/parameter_server.md#security):
+// each task reads only its own files, so every task gets the same options.
+convoy::comm::ZmqPs ps_comm(Options const& o) {
+  convoy::comm::ZmqPs comm;
+  comm.security.allow_plaintext = o.allow_plaintext;
+  if (o.ps_keys.empty()) return comm;
+  std::filesystem::path const dir = o.ps_keys;
+  auto const rank = convoy::Cluster::from_environment().worker_rank();
+  comm.security.server_secret_key = dir / "ps.key";
+  comm.security.server_public_key = dir / "ps.pub";
+  comm.security.authorized_keys = dir / "workers";
+  if (rank >= 0) {
+    comm.security.client_secret_key = dir / "workers" / ("worker" + std::to_string(rank) + ".key");
+  }
+  return comm;
+}
+
 // --strategy ps-*: the same model over a parameter-server cluster; only the type line differs.
 template <class Sync>
 int train_ps(Options const& o, std::vector<std::size_t> const& sizes, Sync sync = {}) {
@@ -454,7 +482,8 @@ int train_ps(Options const& o, std::vector<std::size_t> const& sizes, Sync sync 
   // example-end ps-strategy
   auto build = [&] {
     try {
-      return Strategy{convoy::nn::Mlp{sizes}, {.log_placement = o.log_placement}, {}, sync};
+      return Strategy{convoy::nn::Mlp{sizes}, {.log_placement = o.log_placement},
+                      ps_comm(o), sync};
     } catch (convoy::ClusterError const&) {
       throw;
     } catch (convoy::Error const& e) {

@@ -143,7 +143,11 @@ class Shard {
     // ZeroMQ drops a peer whose frame is larger than the largest this shard ever needs.
     std::size_t largest = max_header_bytes;
     for (auto const& p : pieces_) largest = std::max(largest, (p.end - p.begin) * sizeof(float));
-    socket.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(largest));
+    // Under CURVE the limit applies to the encrypted frame, which carries a command name, a nonce,
+    // a MAC and a flags byte more: without this margin every frame of the largest piece dropped
+    // its sender, silently, and training waited for its timeout.
+    constexpr std::size_t curve_overhead = 64;
+    socket.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(largest + curve_overhead));
     set_heartbeat(socket, options_.heartbeat);
     // Lost connections, to name the worker that went silent (heartbeats) or away.
     zmq::socket_t peers(context, zmq::socket_type::pair);
