@@ -32,22 +32,18 @@ struct Options {
 Options parse(int argc, char** argv) {
   using examples::parse_integer;
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view const flag = argv[i];
-    if (flag == "--help") {
-      std::cout << "usage: ps_async [--steps N] [--log-every N]\n";
-      std::exit(0);
-    }
-    if (i + 1 == argc) throw examples::UsageError(std::string(flag) + " needs a value");
-    std::string_view const value = argv[++i];
+  constexpr std::string_view usage =
+      "usage: ps_async [--steps N] [--log-every N]\n";
+  examples::parse_flags(argc, argv, usage, [&](std::string_view flag, std::string_view value) {
     if (flag == "--steps") {
       o.steps = parse_integer<std::int64_t>(flag, value, 1, 1'000'000, "expected 1 to 1000000");
     } else if (flag == "--log-every") {
       o.log_every = parse_integer<std::int64_t>(flag, value, 0, 1'000'000, "expected >= 0");
     } else {
-      throw examples::UsageError("unknown option '" + std::string(flag) + "'");
+      return false;
     }
-  }
+    return true;
+  });
   return o;
 }
 

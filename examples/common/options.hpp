@@ -10,6 +10,7 @@
 #include <convoy/core/error.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -75,6 +76,24 @@ void require(std::string_view option, std::string const& value, Check&& check) {
     check();
   } catch (convoy::Error const& e) {
     bad_value(option, value, e.what());
+  }
+}
+
+/// Reads `--flag value` pairs: `--help` prints `usage` and exits with status 0; every other flag
+/// and its value go to `take(flag, value)`, which returns false for a flag it does not know. A
+/// flag without its value or an unknown flag throws UsageError.
+template <class Take>
+void parse_flags(int argc, char** argv, std::string_view usage, Take&& take) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view const flag = argv[i];
+    if (flag == "--help") {
+      std::cout << usage;
+      std::exit(0);
+    }
+    if (i + 1 == argc) throw UsageError(std::string(flag) + " needs a value");
+    if (!take(flag, std::string_view(argv[++i]))) {
+      throw UsageError("unknown option '" + std::string(flag) + "'");
+    }
   }
 }
 

@@ -16,27 +16,7 @@ foreach(required MODE CONVOY_SOURCE_DIR CONVOY_BINARY_DIR WORK_DIR)
     message(FATAL_ERROR "run_configure_checks.cmake: pass -D${required}=...")
   endif()
 endforeach()
-if(PREFIX_PATH)
-  string(REPLACE "|" ";" PREFIX_PATH "${PREFIX_PATH}")
-  cmake_path(CONVERT "${PREFIX_PATH}" TO_NATIVE_PATH_LIST native_prefix_path)
-  set(ENV{CMAKE_PREFIX_PATH} "${native_prefix_path}")
-endif()
-
-# run_step(<name> [EXPECT_FAILURE] COMMAND <args>...): as in run_consumer.cmake; the output goes
-# to step_output in the caller.
-function(run_step name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "EXPECT_FAILURE" "" "COMMAND")
-  message(STATUS "[${MODE}] ${name}")
-  execute_process(COMMAND ${arg_COMMAND} RESULT_VARIABLE result
-                  OUTPUT_VARIABLE output ERROR_VARIABLE output)
-  if(arg_EXPECT_FAILURE AND result EQUAL 0)
-    message(FATAL_ERROR "[${MODE}] step '${name}' should have failed but succeeded:\n${output}")
-  elseif(NOT arg_EXPECT_FAILURE AND NOT result EQUAL 0)
-    list(JOIN arg_COMMAND " " shown)
-    message(FATAL_ERROR "[${MODE}] step '${name}' failed (${result}):\n  ${shown}\n${output}")
-  endif()
-  set(step_output "${output}" PARENT_SCOPE)
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/consumer_steps.cmake")  # PREFIX_PATH, run_step
 
 # expect_in_output(<text>...): each text must appear in the last step's output.
 function(expect_in_output)
