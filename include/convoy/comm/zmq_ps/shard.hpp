@@ -209,7 +209,6 @@ class Shard {
           too_many = true;
         }
       }
-      if (options_.heartbeat.count() > 0 && frames.size() >= 2 && !too_many) remember_peer(frames);
       dispatch(frames, too_many);
     }
     if (options_.heartbeat.count() > 0) ::zmq_socket_monitor(socket.handle(), nullptr, 0);
@@ -278,14 +277,11 @@ class Shard {
   std::string worker_name(std::size_t w) const { return "worker " + std::to_string(w); }
 
   // Heartbeats: which worker each connection (file descriptor) carries, from its messages.
-  void remember_peer(std::vector<zmq::message_t>& frames) {
-    try {
-      auto const h = decode(frames[1], "a peer of " + name());
-      if (h.worker >= options_.workers) return;
-      char const* address = frames[1].gets("Peer-Address");
-      peers_[frames[1].get(ZMQ_SRCFD)] = {h.worker, address ? address : "?"};
-    } catch (...) {  // not a worker's message: handle() answers it
-    }
+  void remember_peer(zmq::message_t& header, std::size_t worker) {
+    int const fd = header.get(ZMQ_SRCFD);
+    if (peers_.contains(fd)) return;  // known: no address to read or copy again
+    char const* address = header.gets("Peer-Address");
+    peers_.emplace(fd, std::pair<std::size_t, std::string>{worker, address ? address : "?"});
   }
   // A connection closed: a worker that has not said goodbye went silent (no heartbeat answered
   // for options_.heartbeat) or away.
@@ -347,6 +343,8 @@ class Shard {
         throw ProtocolError("convoy: " + name() + " has " + std::to_string(options_.workers) +
                             " workers; a message names worker " + std::to_string(h.worker));
       }
+      // Heartbeats name a lost connection by the worker that last spoke on it.
+      if (options_.heartbeat.count() > 0 && socket_) remember_peer(frames[1], h.worker);
       if (h.frames != frames.size() - 2) {
         throw ProtocolError("convoy: a " + describe(h.op) + " announces " +
                             std::to_string(h.frames) + " payload frames and carries " +
