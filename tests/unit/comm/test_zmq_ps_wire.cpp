@@ -3,6 +3,7 @@
 // refused with a ProtocolError and never crashes; a live shard answers such messages with an error,
 // counts them and keeps serving the others.
 #include <doctest/doctest.h>
+#include <algorithm>
 #include <chrono>
 #include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
@@ -361,4 +362,67 @@ TEST_CASE("a restore with a counter outside 0..2^62 is refused and counted, chan
   auto answers = shard.handle_message(b.message(push, true));
   REQUIRE(answers.size() == 1);
   CHECK(answer_header(answers[0]).global_step == 4);
+}
+
+// A worker whose connection was lost (heartbeats, a cut link) sends its request again under the
+// same number (Client::receive); tests/netns cuts a real link, these cases pin the shard's side.
+TEST_CASE("a push sent again after a lost connection is answered again and applied once") {
+  Bench b;
+  auto const policy = sync::Asynchronous{};
+  auto shard = b.shard(policy, 1);
+  auto ask = [&](Op op, std::uint64_t sequence) {
+    auto h = b.request(op, 0, policy, 1);
+    h.sequence = sequence;
+    if (op == Op::hello) h.text = std::string(b.optimizer.name());
+    auto answers = shard.handle_message(b.message(h, op == Op::push || op == Op::init));
+    REQUIRE(answers.size() == 1);
+    return answer_header(answers[0]);
+  };
+  CHECK(ask(Op::init, 1).status == Status::ok);
+  CHECK(ask(Op::push, 2).global_step == 1);
+  auto const again = ask(Op::push, 2);  // the first answer was lost
+  CHECK(again.status == Status::ok);
+  CHECK(again.sequence == 2);
+  CHECK(again.global_step == 1);
+  CHECK(again.local == std::vector<std::int64_t>{1});
+  CHECK(shard.resent() == 1);
+  CHECK(b.log.str().find("ps:0 got worker 0's push again") != std::string::npos);
+  CHECK(ask(Op::push, 3).global_step == 2);
+  // A worker started again says hello and numbers its requests from 1 again: nothing is taken
+  // for a copy.
+  CHECK(ask(Op::hello, 1).status == Status::ok);
+  CHECK(ask(Op::push, 3).global_step == 3);
+  CHECK(shard.resent() == 1);
+  CHECK(shard.malformed() == 0);
+}
+
+TEST_CASE("a synchronous push sent again while it waits is answered once, on the new connection") {
+  Bench b;
+  auto const policy = sync::Synchronous{};
+  auto shard = b.shard(policy, 2);
+  auto push = [&](std::uint32_t worker, std::uint64_t sequence, std::string const& peer) {
+    auto h = b.request(Op::push, worker, policy, 2);
+    h.sequence = sequence;
+    auto frames = b.message(h, true);
+    frames[0] = bytes(peer);
+    return shard.handle_message(std::move(frames));
+  };
+  auto init = b.request(Op::init, 0, policy, 2);
+  init.sequence = 1;
+  REQUIRE(shard.handle_message(b.message(init, true)).size() == 1);
+  CHECK(push(0, 2, "old-connection").empty());  // waits for worker 1's gradient
+  CHECK(push(0, 2, "new-connection").empty());  // the same push again: not a second gradient
+  CHECK(shard.resent() == 1);
+  CHECK(shard.malformed() == 0);
+  auto const answers = push(1, 2, "peer-1");
+  REQUIRE(answers.size() == 2);
+  std::vector<std::string> to;
+  for (auto const& a : answers) {
+    to.push_back(as_string(a[0]));
+    CHECK(answer_header(a).status == Status::ok);
+    CHECK(answer_header(a).global_step == 1);
+    CHECK(answer_header(a).applied == 2);
+  }
+  std::sort(to.begin(), to.end());
+  CHECK(to == std::vector<std::string>{"new-connection", "peer-1"});
 }

@@ -1,6 +1,8 @@
 // A worker's connections to the parameter-server shards: one ZeroMQ DEALER socket per shard. Every
 // exchange sends its request to every shard before it waits for any answer, so the shards work on
-// it at the same time; every wait is bounded.
+// it at the same time; every wait is bounded. A request whose connection is lost before its answer
+// came (heartbeats, a cut link) is sent again, under the same number, and reaches the shard when
+// the connection is back; the shard answers it once and applies it once.
 #pragma once
 
 #include <algorithm>
@@ -82,6 +84,10 @@ class HandshakeWatch : public zmq::monitor_t {
 
 class Client {
  public:
+  /// A request's header for shard s, and its payload frames for shard s.
+  using HeaderOf = std::function<Header(std::size_t)>;
+  using PayloadOf = std::function<std::vector<zmq::message_t>(std::size_t)>;
+
   /// Handshakes that fail in a row before a worker gives up on a shard (each retry comes 100 ms
   /// after the last, so this takes well under a second).
   static constexpr int failed_handshakes_limit = 3;
@@ -125,25 +131,22 @@ class Client {
   /// answer. Throws TimeoutError naming the shards that did not answer within `timeout`, and
   /// Error for a shard that refused the request. `waiting` names what an answer waits for, for the
   /// timeout's message.
-  std::vector<Reply> exchange(std::function<Header(std::size_t)> const& header,
-                              std::function<std::vector<zmq::message_t>(std::size_t)> const& payload,
+  std::vector<Reply> exchange(HeaderOf const& header, PayloadOf const& payload,
                               std::chrono::milliseconds timeout, std::string const& waiting) {
     send(header, payload);
-    return receive(timeout, waiting, false);
+    return receive(header, payload, timeout, waiting, false);
   }
 
   /// Says hello to every shard, waiting for each with a log line naming it at growing intervals,
   /// up to `timeout`. Throws TimeoutError naming the shards that never answered.
-  std::vector<Reply> hello(std::function<Header(std::size_t)> const& header,
-                           std::chrono::milliseconds timeout) {
-    send(
-        [&](std::size_t s) {
-          Header h = header(s);
-          h.op = Op::hello;
-          return h;
-        },
-        {});
-    return receive(timeout, "to start", true);
+  std::vector<Reply> hello(HeaderOf const& header, std::chrono::milliseconds timeout) {
+    HeaderOf const hello = [&](std::size_t s) {
+      Header h = header(s);
+      h.op = Op::hello;
+      return h;
+    };
+    send(hello, {});
+    return receive(hello, {}, timeout, "to start", true);
   }
 
   /// Frames lending `data` to ZeroMQ; wait_until_sent() waits for ZeroMQ to be done with them.
@@ -164,21 +167,24 @@ class Client {
 
  private:
   // One request, numbered anew, to every shard before any answer is awaited.
-  void send(std::function<Header(std::size_t)> const& header,
-            std::function<std::vector<zmq::message_t>(std::size_t)> const& payload) {
+  void send(HeaderOf const& header, PayloadOf const& payload) {
     ++sequence_;
-    for (std::size_t s = 0; s < shards(); ++s) {
-      auto frames = payload ? payload(s) : std::vector<zmq::message_t>{};
-      Header h = header(s);
-      h.worker = worker_;
-      h.sequence = sequence_;
-      h.shard = static_cast<std::uint32_t>(s);
-      h.frames = static_cast<std::uint32_t>(frames.size());
-      sockets_[s].send(encode(h), frames.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
-      for (std::size_t i = 0; i < frames.size(); ++i) {
-        sockets_[s].send(frames[i], i + 1 == frames.size() ? zmq::send_flags::none
-                                                           : zmq::send_flags::sndmore);
-      }
+    for (std::size_t s = 0; s < shards(); ++s) send_to(s, header, payload);
+  }
+
+  // The current request to shard s. Sent again after a lost connection, it waits in the socket's
+  // queue until ZeroMQ has connected again.
+  void send_to(std::size_t s, HeaderOf const& header, PayloadOf const& payload) {
+    auto frames = payload ? payload(s) : std::vector<zmq::message_t>{};
+    Header h = header(s);
+    h.worker = worker_;
+    h.sequence = sequence_;
+    h.shard = static_cast<std::uint32_t>(s);
+    h.frames = static_cast<std::uint32_t>(frames.size());
+    sockets_[s].send(encode(h), frames.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      sockets_[s].send(frames[i], i + 1 == frames.size() ? zmq::send_flags::none
+                                                         : zmq::send_flags::sndmore);
     }
   }
 
@@ -188,11 +194,14 @@ class Client {
     delete hold;
   }
 
-  std::vector<Reply> receive(std::chrono::milliseconds timeout, std::string const& waiting,
+  std::vector<Reply> receive(HeaderOf const& header, PayloadOf const& payload,
+                             std::chrono::milliseconds timeout, std::string const& waiting,
                              bool starting) {
     using clock = std::chrono::steady_clock;
     std::vector<Reply> replies(shards());
     std::vector<char> done(shards(), 0);
+    // Per shard: when its connection was lost while this request waited (it was sent again).
+    std::vector<std::optional<clock::time_point>> lost_at(shards());
     std::size_t left = shards();
     auto const start = clock::now();
     auto next_note = std::chrono::milliseconds(1000);
@@ -207,7 +216,11 @@ class Client {
         }
       }
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
-      check_handshakes(done);
+      for (auto const s : check_handshakes(done)) {
+        if (done[s]) continue;
+        send_to(s, header, payload);
+        if (!lost_at[s]) lost_at[s] = clock::now();
+      }
       for (std::size_t i = 0; i < items.size(); ++i) {
         if (!(items[i].revents & ZMQ_POLLIN)) continue;
         auto const s = which[i];
@@ -227,6 +240,13 @@ class Client {
                               std::to_string(frames.size() - 1));
         }
         for (std::size_t f = 1; f < frames.size(); ++f) r.payload.push_back(std::move(frames[f]));
+        if (lost_at[s] && log_) {
+          auto const gone = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() -
+                                                                                  *lost_at[s]);
+          *log_ << "convoy: worker " << worker_ << " reached " << shard_name(s) << " again "
+                << gone.count() << " ms after losing it; its " << describe(r.header.op)
+                << " was sent again and answered" << std::endl;
+        }
         replies[s] = std::move(r);
         done[s] = 1;
         --left;
@@ -248,13 +268,16 @@ class Client {
   }
 
   // Throws Error for a shard that refused this worker's key or failed every handshake with it.
-  void check_handshakes(std::vector<char> const& done) {
+  // Returns the shards whose connection was lost since the last call.
+  std::vector<std::size_t> check_handshakes(std::vector<char> const& done) {
+    std::vector<std::size_t> lost;
     for (std::size_t s = 0; s < shards(); ++s) {
       auto& watch = *watches_[s];
       while (watch.check_event(0)) {
       }
       if (watch.lost > reported_lost_[s]) {
         reported_lost_[s] = watch.lost;
+        lost.push_back(s);
         if (log_ && heartbeat_.count() > 0) {
           *log_ << "convoy: worker " << worker_ << " lost " << shard_name(s) << ": silent for over "
                 << heartbeat_.count() << " ms, or gone; connecting again" << std::endl;
@@ -277,6 +300,7 @@ class Client {
                                  "ZmqPs::security.server_public_key and .client_secret_key"));
       }
     }
+    return lost;
   }
 
   std::string missing(std::vector<char> const& done) const {

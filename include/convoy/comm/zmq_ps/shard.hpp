@@ -231,6 +231,9 @@ class Shard {
   std::int64_t refused() const { return refused_; }
   /// Heartbeats: connections of workers that had not said goodbye, lost (silent or gone).
   std::int64_t lost() const { return lost_; }
+  /// Pushes and pulls a worker sent again after losing its connection: answered, never applied
+  /// twice.
+  std::int64_t resent() const { return resent_; }
 
   /// Handles one message as serve() does, without a socket: `frames` as the ROUTER socket hands
   /// them over (the peer's identity, the header, the payload). Returns the answers sent meanwhile,
@@ -261,6 +264,12 @@ class Shard {
     std::int64_t tag = 0;  ///< push: the step its gradient went into
     std::uint64_t sequence = 0;
     float loss = 0.0f;  ///< apply-at-once: its own update's loss
+  };
+  /// A worker's last push: its number and its answer, to answer a copy sent again without
+  /// applying it twice.
+  struct LastPush {
+    std::uint64_t sequence = 0;
+    Status status = Status::ok;
   };
 
   std::size_t live_workers() const { return options_.workers - goodbyes_.size(); }
@@ -368,6 +377,7 @@ class Shard {
       return;
     }
     try {
+      if (answer_resent(frames, h)) return;
       switch (h.op) {
         case Op::hello: return hello(frames, h);
         case Op::init: return init(frames, h);
@@ -385,7 +395,34 @@ class Shard {
     }
   }
 
+  // A push or pull its worker sent again after its connection was lost (heartbeats, a cut link):
+  // the first copy may have come, and only its answer been lost. One still waiting is answered,
+  // when its turn comes, on the new connection; a push already applied is answered again with the
+  // same status, and not applied twice. Workers number their requests from 1.
+  bool answer_resent(std::vector<zmq::message_t>& frames, Header const& h) {
+    if ((h.op != Op::push && h.op != Op::pull) || h.sequence == 0) return false;
+    auto const waiting = std::find_if(waiting_.begin(), waiting_.end(), [&](Waiting const& w) {
+      return w.worker == h.worker && w.sequence == h.sequence;
+    });
+    bool const answered = h.op == Op::push && last_push_[h.worker].sequence == h.sequence;
+    if (waiting == waiting_.end() && !answered) return false;
+    ++resent_;
+    if (options_.log) {
+      *options_.log << "convoy: " << name() << " got worker " << h.worker << "'s " << describe(h.op)
+                    << " again (its connection was lost); answering it once" << std::endl;
+    }
+    if (waiting != waiting_.end()) {
+      waiting->peer = std::move(frames[0]);
+      return true;
+    }
+    auto const status = last_push_[h.worker].status;
+    reply(frames[0], h, status, status == Status::stopped ? std::vector<zmq::message_t>{}
+                                                          : weights_frames());
+    return true;
+  }
+
   void hello(std::vector<zmq::message_t>& frames, Header const& h) {
+    last_push_[h.worker] = {};  // a worker started again numbers its requests from 1 again
     if (h.fingerprint != fingerprint_ || h.text != optimizer_.name()) {
       reply_error(frames[0], h,
                   "convoy: worker " + std::to_string(h.worker) + " and " + name() +
@@ -473,6 +510,7 @@ class Shard {
     // A gradient for a step already applied is late whatever comes next (admit() drops it below);
     // one for the open step, when too few workers are left to complete it, ends the run.
     if (step_unreachable() && h.tag >= rules_.open_step()) {
+      last_push_[w] = {h.sequence, Status::stopped};
       reply(frames[0], h, Status::stopped, {});
       return;
     }
@@ -481,9 +519,11 @@ class Shard {
     exec::Host const ctx;
     if (admission == sync::Admission::drop) {
       ++counters_.dropped;
+      last_push_[w] = {h.sequence, Status::dropped};
       reply(frames[0], h, Status::dropped, weights_frames());
       return;
     }
+    last_push_[w] = {h.sequence, Status::ok};
     ++counters_.local_steps[w];
     if (admission == sync::Admission::accumulate) {
       std::size_t at = 2;
@@ -784,6 +824,8 @@ class Shard {
   std::int64_t malformed_ = 0;
   std::int64_t refused_ = 0;
   std::int64_t lost_ = 0;
+  std::int64_t resent_ = 0;
+  std::vector<LastPush> last_push_ = std::vector<LastPush>(options_.workers);
   std::map<int, std::pair<std::size_t, std::string>> peers_;  ///< fd -> worker, its address
   std::int64_t largest_lead_ = 0;  ///< bounded staleness: the most clocks a released worker led by
   zmq::socket_t* socket_ = nullptr;
