@@ -18,6 +18,7 @@
 //         status 2; an error while training, with status 1.
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
 #include <cstdint>
@@ -70,6 +71,7 @@ struct Options {
   bool log_placement = false;
   std::string ps_keys;           // ps-*: CURVE keys made by convoy-keygen (see --help)
   bool allow_plaintext = false;  // ps-*: serve plaintext on a non-loopback address
+  std::int64_t heartbeat_ms = 0;  // ps-*: ZmqPs::heartbeat; 0: off
 };
 
 // Default learning rates, one per optimizer. Adam's, with batch 200 and 20 epochs, is the default
@@ -122,6 +124,7 @@ constexpr std::string_view usage = R"(usage: fashion_mnist [options]
   --ps-keys DIR         ps-*: CurveZMQ keys from convoy-keygen: DIR/ps.key and DIR/ps.pub, the
                         workers' DIR/workers/*.pub, and each worker's DIR/workers/worker<RANK>.key
   --allow-plaintext     ps-*: serve plaintext on a non-loopback address (a trusted network only)
+  --heartbeat-ms N      ps-*: drop and log a peer silent for N ms, 0..3600000; 0: off (default 0)
   --log-placement       print where every variable lives and which replica computes
   --help                print this text
 Exit status: 0 on success, 2 for a bad option (one line on stderr, before any training), 1 for
@@ -273,6 +276,9 @@ Options parse(int argc, char** argv) {
       o.ps_keys = value();
     } else if (arg == "--allow-plaintext") {
       o.allow_plaintext = true;
+    } else if (arg == "--heartbeat-ms") {
+      o.heartbeat_ms = parse_integer<std::int64_t>(arg, value(), 0, 3'600'000,
+                                                   "expected a whole number from 0 to 3600000");
     } else if (arg == "--log-placement") {
       o.log_placement = true;
     } else if (arg.starts_with("-")) {
@@ -460,6 +466,7 @@ int for_staleness(Options const& o, std::integer_sequence<int, S...>, Train trai
 // each task reads only its own files, so every task gets the same options.
 convoy::comm::ZmqPs ps_comm(Options const& o) {
   convoy::comm::ZmqPs comm;
+  comm.heartbeat = std::chrono::milliseconds(o.heartbeat_ms);
   comm.security.allow_plaintext = o.allow_plaintext;
   if (o.ps_keys.empty()) return comm;
   std::filesystem::path const dir = o.ps_keys;
