@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""A parameter-server cluster across hosts, each host a Linux network namespace of its own.
+
+The ps and the two workers each live in their own namespace with their own address
+(10.77.0.1-3/24), joined by veth pairs to a bridge in a fourth, "switch" namespace; nothing is
+added to the namespace this test starts in, and no packet leaves the four. Three runs of
+examples/02_fashion_mnist (1 ps + 2 workers, TF_CONFIG, plaintext opted into with
+--allow-plaintext or CURVE keys from convoy-keygen):
+
+  sync   --strategy ps-sync: every task exits 0, the ps says it serves 10.77.0.1 in plaintext
+         (opted in), and the chief reaches the accuracy floor;
+  cut    --strategy ps-async with --heartbeat-ms: once worker 1 has trained a while, its switch
+         port goes down (`ip link set ... down`), and comes back up after a few heartbeats. Both
+         sides must log the loss (heartbeats), worker 1 must log that it reached the ps again,
+         the run must finish with every task exiting 0, and worker 1 must have trained after the
+         link came back;
+  curve  --strategy ps-sync --ps-keys DIR: CURVE on, two authorized worker keys, accuracy floor.
+
+Usage: test_netns_cluster.py FASHION_MNIST CONVOY_KEYGEN. Needs root, iproute2's `ip` and network
+namespaces; where any is missing it exits 77 (ctest: skipped) saying why. CONVOY_TEST_TMP names the
+folder for keys and logs; CONVOY_KEEP_TMP keeps them. Namespaces are named convoy-netns-<pid>-*,
+removed at the end however the test ends, and any left by a run that was killed (its pid gone) are
+removed first. Every process runs under timeout(1) and every wait here is bounded.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+SKIP = 77
+PREFIX = "convoy-netns-"
+SUBNET = "10.77.0"
+PORT = 2222  # each task listens in its own namespace: no other program can hold the port
+TASKS = [("ps", 0, 1), ("worker", 0, 2), ("worker", 1, 3)]  # job, index, host part of the address
+RUN_LIMIT = 60  # seconds one run may take (each process is killed by timeout(1) after this)
+ACCURACY_FLOOR = 0.70  # 200-300 steps of batch 100 reach 0.75-0.80; chance is 0.10
+HEARTBEAT_MS = 500
+CUT_SECONDS = 3  # six heartbeats: both sides must notice
+
+
+class Skip(Exception):
+    pass
+
+
+def ip(*args, check=True):
+    """Runs `ip ARGS`; returns the completed process (raises on failure when check)."""
+    done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+    return done
+
+
+def root_links():
+    """The interfaces of the namespace this test runs in, which it must leave as they are."""
+    return sorted(line.split(":")[1].strip() for line in
+                  ip("-o", "link", "show", check=False).stdout.splitlines() if ":" in line)
+
+
+def remove_stale_namespaces():
+    """Namespaces of earlier runs whose driver is gone (killed before its cleanup ran)."""
+    listed = ip("netns", "list", check=False).stdout.split()
+    for name in listed:
+        m = re.fullmatch(re.escape(PREFIX) + r"(\d+)-\w+", name)
+        if m and not Path(f"/proc/{m.group(1)}").exists():
+            ip("netns", "del", name, check=False)
+
+
+class Network:
+    """The switch namespace with its bridge, and one namespace per task with its veth pair."""
+
+    def __init__(self):
+        self.run_id = f"{PREFIX}{os.getpid()}"
+        self.switch = f"{self.run_id}-sw"
+        self.hosts = {}  # (job, index) -> namespace
+        self.ports = {}  # (job, index) -> the bridge port (in the switch namespace)
+        self.made = []
+
+    def add_namespace(self, name):
+        ip("netns", "add", name)
+        self.made.append(name)
+        ip("-n", name, "link", "set", "lo", "up")
+
+    def build(self):
+        self.add_namespace(self.switch)
+        ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
+        ip("-n", self.switch, "link", "set", "br0", "up")
+        for job, index, host in TASKS:
+            ns = f"{self.run_id}-{job}{index}"
+            port = f"p-{job}{index}"
+            self.add_namespace(ns)
+            # Both ends are made in the switch namespace and one is moved: the root namespace never
+            # holds either.
+            ip("-n", self.switch, "link", "add", port, "type", "veth", "peer", "name", "eth0",
+               "netns", ns)
+            ip("-n", self.switch, "link", "set", port, "master", "br0", "up")
+            ip("-n", ns, "addr", "add", f"{SUBNET}.{host}/24", "dev", "eth0")
+            ip("-n", ns, "link", "set", "eth0", "up")
+            self.hosts[(job, index)] = ns
+            self.ports[(job, index)] = port
+
+    def link(self, task, state):
+        ip("-n", self.switch, "link", "set", self.ports[task], state)
+
+    def remove(self):
+        for name in reversed(self.made):
+            ip("netns", "del", name, check=False)
+        self.made.clear()
+
+
+def tf_config(job, index):
+    cluster = {
+        "ps": [f'"{SUBNET}.{h}:{PORT}"' for j, _, h in TASKS if j == "ps"],
+        "worker": [f'"{SUBNET}.{h}:{PORT}"' for j, _, h in TASKS if j == "worker"],
+    }
+    jobs = ",".join(f'"{name}":[{",".join(addresses)}]' for name, addresses in cluster.items())
+    return f'{{"cluster":{{{jobs}}},"task":{{"type":"{job}","index":{index}}}}}'
+
+
+class Task:
+    """One process in its namespace, its output collected line by line as it comes."""
+
+    def __init__(self, net, job, index, command):
+        self.name = f"{job}:{index}"
+        env = dict(os.environ, TF_CONFIG=tf_config(job, index), OMP_NUM_THREADS="1",
+                   OPENBLAS_NUM_THREADS="1")
+        self.lines = []
+        self.lock = threading.Lock()
+        self.process = subprocess.Popen(
+            ["ip", "netns", "exec", net.hosts[(job, index)], "timeout", "-k", "5",
+             str(RUN_LIMIT), *command],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, start_new_session=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            with self.lock:
+                self.lines.append(line.rstrip("\n"))
+
+    def output(self):
+        with self.lock:
+            return list(self.lines)
+
+    def wait_for(self, pattern, limit):
+        """The first line matching pattern within `limit` seconds, or None."""
+        deadline = time.monotonic() + limit
+        while True:
+            ended = self.process.poll() is not None
+            if ended:
+                self.reader.join(5)
+            for line in self.output():
+                if re.search(pattern, line):
+                    return line
+            if ended or time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+
+    def finish(self, limit):
+        try:
+            status = self.process.wait(limit)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            status = self.process.wait(5)
+        self.reader.join(5)
+        return status
+
+    def kill(self):
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, message, tasks):
+    if condition:
+        return
+    logs = "\n".join(f"[{t.name}] {line}" for t in tasks for line in t.output())
+    raise Failure(f"{message}\n--- output ---\n{logs}")
+
+
+def run_cluster(net, program, options, during=None):
+    """Starts ps:0, worker:0, worker:1 with `options`; `during(tasks)` runs while they train.
+    Returns the tasks once every one has ended; fails unless each exited 0."""
+    tasks = []
+    try:
+        for job, index, _ in TASKS:
+            tasks.append(Task(net, job, index, [program, *options]))
+        if during:
+            during(tasks)
+        started = time.monotonic()
+        statuses = [t.finish(max(1.0, RUN_LIMIT + 10 - (time.monotonic() - started)))
+                    for t in tasks]
+    finally:
+        for t in tasks:
+            t.kill()
+    for t, status in zip(tasks, statuses):
+        check(status == 0, f"{t.name} exited with status {status}", tasks)
+    return tasks
+
+
+def accuracy(task, tasks):
+    line = task.wait_for(r"^test accuracy: ", 0)
+    check(line is not None, f"{task.name} printed no test accuracy", tasks)
+    return float(line.split()[-1])
+
+
+def expect_trained(tasks, mode):
+    ps, chief = tasks[0], tasks[1]
+    check(ps.wait_for(rf"convoy: ps:0 serving .* on tcp://{SUBNET}\.1:{PORT} .*; {re.escape(mode)}",
+                      0) is not None, f"the ps did not say it serves {SUBNET}.1 with {mode}", tasks)
+    check(ps.wait_for(r"convoy: ps:0 done: every worker said goodbye", 0) is not None,
+          "the ps did not end with every worker's goodbye", tasks)
+    value = accuracy(chief, tasks)
+    check(value >= ACCURACY_FLOOR, f"test accuracy {value} is below {ACCURACY_FLOOR}", tasks)
+    return value
+
+
+def sync_run(net, program):
+    tasks = run_cluster(net, program, ["--strategy", "ps-sync", "--steps", "200", "--batch", "100",
+                                       "--log-every", "100", "--allow-plaintext"])
+    return f"accuracy {expect_trained(tasks, 'plaintext (opted in)'):.3f}"
+
+
+def cut_run(net, program):
+    marks = {}
+
+    def cut(tasks):
+        worker = tasks[2]
+        check(worker.wait_for(r"After \d+ training steps", 30) is not None,
+              "worker 1 did not train before the cut", tasks)
+        net.link(("worker", 1), "down")
+        time.sleep(CUT_SECONDS)
+        net.link(("worker", 1), "up")
+        marks["lines"] = len(worker.output())  # progress lines are flushed as they are written
+
+    # 3000 global steps: worker 0 alone must not finish them all while worker 1 is cut off.
+    # A narrower model (hidden 100) keeps its 3000 steps short on a loaded machine.
+    tasks = run_cluster(net, program, ["--strategy", "ps-async", "--hidden", "100", "--steps",
+                                       "3000", "--batch", "100", "--log-every", "25",
+                                       "--allow-plaintext", "--heartbeat-ms", str(HEARTBEAT_MS)],
+                        during=cut)
+    ps, _, worker = tasks
+    shown = []
+    for task, pattern, what in (
+            (ps, rf"convoy: ps:0 lost worker 1 at {SUBNET}\.3: silent for over {HEARTBEAT_MS} ms",
+             "the ps did not log losing worker 1"),
+            (worker, rf"convoy: worker 1 lost ps:0 at {SUBNET}\.1:{PORT}: silent for over "
+                     rf"{HEARTBEAT_MS} ms", "worker 1 did not log losing the ps"),
+            (worker, rf"convoy: worker 1 reached ps:0 at {SUBNET}\.1:{PORT} again",
+             "worker 1 did not log reaching the ps again")):
+        line = task.wait_for(pattern, 0)
+        check(line is not None, what, tasks)
+        shown.append(f"[{task.name}] {line}")
+    after = [line for line in worker.output()[marks["lines"]:]
+             if re.search(r"After \d+ training steps", line)]
+    check(len(after) > 0, "worker 1 trained no more after the link came back", tasks)
+    value = expect_trained(tasks, "plaintext (opted in)")
+    return f"accuracy {value:.3f}; link down for {CUT_SECONDS} s:\n  " + "\n  ".join(shown)
+
+
+def curve_run(net, program, keygen, keys):
+    (keys / "workers").mkdir(parents=True)
+    for name in ("ps", "workers/worker0", "workers/worker1"):
+        made = subprocess.run([keygen, str(keys / name)], capture_output=True, text=True,
+                              timeout=10)
+        if made.returncode != 0:
+            raise Failure(f"convoy-keygen {name} exited with status {made.returncode}: "
+                          f"{made.stderr.strip()}")
+    tasks = run_cluster(net, program, ["--strategy", "ps-sync", "--steps", "200", "--batch", "100",
+                                       "--log-every", "100", "--ps-keys", str(keys)])
+    value = expect_trained(tasks, "CURVE on, 2 authorized worker key(s)")
+    return f"accuracy {value:.3f}"
+
+
+def main():
+    if len(sys.argv) != 3:
+        print("usage: test_netns_cluster.py FASHION_MNIST CONVOY_KEYGEN", file=sys.stderr)
+        return 2
+    program, keygen = sys.argv[1], sys.argv[2]
+    if os.geteuid() != 0:
+        print("test_netns_cluster: skipped: network namespaces need root")
+        return SKIP
+    if shutil.which("ip") is None or shutil.which("timeout") is None:
+        print("test_netns_cluster: skipped: needs iproute2's ip and coreutils' timeout")
+        return SKIP
+    remove_stale_namespaces()
+    net = Network()
+    # The cleanup runs on SIGTERM and SIGINT too (ctest's timeout, Ctrl-C).
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: sys.exit(1))
+    base = os.environ.get("CONVOY_TEST_TMP") or None
+    if base:
+        os.makedirs(base, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="convoy_netns_", dir=base))
+    try:
+        links = root_links()
+        try:
+            net.build()
+        except RuntimeError as e:  # EPERM in a container without CAP_SYS_ADMIN, no veth module...
+            print(f"test_netns_cluster: skipped: cannot make network namespaces: {e}")
+            return SKIP
+        if root_links() != links:
+            print(f"test_netns_cluster: FAILED: the namespaces changed this one's interfaces: "
+                  f"{links} became {root_links()}")
+            return 1
+        failed = 0
+        for name, run in (("sync", lambda: sync_run(net, program)),
+                          ("cut", lambda: cut_run(net, program)),
+                          ("curve", lambda: curve_run(net, program, keygen, work / "keys"))):
+            started = time.monotonic()
+            try:
+                result = run()
+                print(f"test_netns_cluster: {name}: passed in {time.monotonic() - started:.1f} s: "
+                      f"{result}", flush=True)
+            except Failure as e:
+                failed += 1
+                print(f"test_netns_cluster: {name}: FAILED after "
+                      f"{time.monotonic() - started:.1f} s: {e}", flush=True)
+        return 1 if failed else 0
+    finally:
+        net.remove()
+        if "CONVOY_KEEP_TMP" not in os.environ:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
