@@ -217,7 +217,10 @@ class Client {
       }
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
       for (auto const s : check_handshakes(done)) {
-        if (done[s]) continue;
+        // An answer that came before the loss is read below; only a request without one is sent
+        // again (a copy of a restore or save would be done twice).
+        bool const answered = (sockets_[s].get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+        if (done[s] || answered) continue;
         send_to(s, header, payload);
         if (!lost_at[s]) lost_at[s] = clock::now();
       }
