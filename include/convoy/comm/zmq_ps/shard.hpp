@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -261,12 +262,16 @@ class Shard {
     std::int64_t tag = 0;  ///< push: the step its gradient went into
     std::uint64_t sequence = 0;
     float loss = 0.0f;  ///< apply-at-once: its own update's loss
+    std::uint64_t generation = 0;  ///< the request's: a pull of a later one waits for its restore
   };
 
   std::size_t live_workers() const { return options_.workers - goodbyes_.size(); }
-  bool waits(std::uint32_t worker) const {
-    return std::any_of(waiting_.begin(), waiting_.end(),
-                       [&](Waiting const& w) { return w.worker == worker; });
+  // A request of an earlier generation than `generation` was voided by a rollback: its worker
+  // has connected again and starts over.
+  bool waits(std::uint32_t worker, std::uint64_t generation) const {
+    return std::any_of(waiting_.begin(), waiting_.end(), [&](Waiting const& w) {
+      return w.worker == worker && w.generation >= generation;
+    });
   }
   // Accumulating rules whose open step needs more gradients than workers are left: the step can
   // never complete, so its gradients are dropped and the waiting pushes told that the run is over.
@@ -367,7 +372,22 @@ class Shard {
       reply_error(frames[0], h, e.what());
       return;
     }
+    // A request from before a rollback (its worker has not heard of it yet): the answer carries
+    // the new generation, and its worker starts over from the restored state.
+    if (h.op != Op::hello && h.op != Op::bye && h.generation < generation_) {
+      reply_error(frames[0], h, "convoy: " + name() + " was rolled back to a checkpoint (generation " +
+                                    std::to_string(generation_) + "); this " + describe(h.op) +
+                                    " of generation " + std::to_string(h.generation) + " is void");
+      return;
+    }
     try {
+      // Only a restore raises the generation, and only a pull may wait for it.
+      if (h.generation > generation_ && h.op != Op::restore && h.op != Op::pull &&
+          h.op != Op::hello && h.op != Op::bye) {
+        throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " sent a " +
+                            describe(h.op) + " of generation " + std::to_string(h.generation) +
+                            " to " + name() + ", which is at " + std::to_string(generation_));
+      }
       switch (h.op) {
         case Op::hello: return hello(frames, h);
         case Op::init: return init(frames, h);
@@ -415,7 +435,8 @@ class Shard {
   void restore(std::vector<zmq::message_t>& frames, Header const& h) {
     std::size_t const slots = optimizer_.slot_names().size();
     check_payload(frames, h, 1 + slots);
-    if (std::any_of(waiting_.begin(), waiting_.end(), [](Waiting const& w) { return w.op == Op::push; })) {
+    if (h.generation == generation_ &&
+        std::any_of(waiting_.begin(), waiting_.end(), [](Waiting const& w) { return w.op == Op::push; })) {
       reply_error(frames[0], h,
                   "convoy: " + name() + " cannot restore while workers' gradients wait for step " +
                       std::to_string(rules_.open_step() + 1) +
@@ -438,6 +459,7 @@ class Shard {
                           std::to_string(h.optimizer_updates) + " optimizer updates); restore "
                           "from a checkpoint convoy wrote");
     }
+    if (h.generation > generation_) roll_back(h);
     std::vector<float> scratch;
     write_weights(frames, 2, scratch);
     for (std::size_t s = 0; s < slots; ++s) {
@@ -465,7 +487,7 @@ class Shard {
     if (!initialized_) {
       throw ProtocolError("convoy: a push reached " + name() + " before its weights were initialized");
     }
-    if (waits(h.worker)) {
+    if (waits(h.worker, h.generation)) {
       throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " pushed to " + name() +
                           " while its previous request waits");
     }
@@ -493,7 +515,7 @@ class Shard {
         for (std::size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
       }
       loss_sum_ += h.loss;
-      waiting_.push_back(Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, 0.0f});
+      waiting_.push_back(Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, 0.0f, h.generation});
       if (!rules_.accumulated(w)) return;
       auto const m = rules_.gradients_per_update();
       update_loss_ = loss_sum_ / static_cast<float>(m);
@@ -516,18 +538,18 @@ class Shard {
       ++counters_.global_step;
       ++counters_.applied;
       rules_.applied(w);
-      waiting_.push_back(Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, h.loss});
+      waiting_.push_back(Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, h.loss, h.generation});
     }
     release();
   }
 
   void pull(std::vector<zmq::message_t>& frames, Header const& h) {
     check_payload(frames, h, 0);
-    if (waits(h.worker)) {
+    if (waits(h.worker, h.generation)) {
       throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " pulled from " + name() +
                           " while its previous request waits");
     }
-    waiting_.push_back(Waiting{std::move(frames[0]), h.worker, Op::pull, h.tag, h.sequence, 0.0f});
+    waiting_.push_back(Waiting{std::move(frames[0]), h.worker, Op::pull, h.tag, h.sequence, 0.0f, h.generation});
     release();
   }
 
@@ -587,6 +609,34 @@ class Shard {
     release();
   }
 
+  // A restore of a later generation: the chief rolls the cluster back to a checkpoint after a
+  // shard lost its state. What waits from before is void (its workers connect again and pull the
+  // restored state); the restore then replaces weights, slots, counters and the open step.
+  void roll_back(Header const& h) {
+    generation_ = h.generation;  // first: each refusal below tells its worker the new generation
+    std::size_t voided = 0;
+    for (std::size_t i = 0; i < waiting_.size();) {
+      if (waiting_[i].generation >= h.generation) {
+        ++i;
+        continue;
+      }
+      Header request;
+      request.op = waiting_[i].op;
+      request.worker = waiting_[i].worker;
+      request.sequence = waiting_[i].sequence;
+      reply_error(waiting_[i].peer, request,
+                  "convoy: " + name() + " was rolled back to a checkpoint by worker " +
+                      std::to_string(h.worker) + "; this request is void");
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+      ++voided;
+    }
+    if (options_.log) {
+      *options_.log << "convoy: " << name() << " rolled back to global step " << h.global_step
+                    << " by worker " << h.worker << "'s restore (generation " << generation_
+                    << "); " << voided << " waiting request(s) voided" << std::endl;
+    }
+  }
+
   // The open step can never complete: drop what it summed and tell its waiting workers.
   void stop_waiting_pushes() {
     if constexpr (requires { rules_.discard(); }) {
@@ -617,7 +667,7 @@ class Shard {
   void release() {
     for (std::size_t i = 0; i < waiting_.size();) {
       auto& wait = waiting_[i];
-      bool ready = initialized_;
+      bool ready = initialized_ && wait.generation <= generation_;
       if (ready && wait.op == Op::push) {
         if (rules_.accumulates()) {
           ready = rules_.open_step() != wait.tag;  // its step was applied
@@ -726,6 +776,8 @@ class Shard {
     h.dropped = counters_.dropped;
     h.optimizer_updates = slots_.updates;
     h.initialized = initialized_ ? 1 : 0;
+    h.generation = generation_;
+    h.instance = instance_;
     h.local = counters_.local_steps;
     h.text = std::move(text);
     send(peer, h, std::move(payload));
@@ -737,6 +789,8 @@ class Shard {
     h.worker = request.worker;
     h.sequence = request.sequence;
     h.shard = static_cast<std::uint32_t>(options_.index);
+    h.generation = generation_;
+    h.instance = instance_;
     h.text = why;
     send(peer, h, {});
   }
@@ -779,6 +833,8 @@ class Shard {
   float loss_sum_ = 0.0f;
   float update_loss_ = 0.0f;
   bool initialized_ = false;
+  std::uint64_t generation_ = 0;  ///< rollbacks to a checkpoint so far (see Header::generation)
+  std::uint64_t const instance_ = std::random_device{}() | std::uint64_t{std::random_device{}()} << 32;
   std::vector<Waiting> waiting_;
   std::vector<std::size_t> goodbyes_;
   std::int64_t malformed_ = 0;
