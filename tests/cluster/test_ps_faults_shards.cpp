@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -298,39 +299,57 @@ void check_ended_well(std::map<std::string, int> const& status, std::filesystem:
 
 }  // namespace
 
+// CONVOY_FAULT_TRIALS=N repeats it N times, the later trials killing ps:0 or ps:1 after a random
+// step between 11 and 18 (the figures in docs/parameter_server.md); by default once, ps:1 after 12.
 TEST_CASE("a shard killed mid-run and started again rejoins; the cluster rolls back to the latest "
           "checkpoint and ends at an uninterrupted run's weights") {
   auto const expected = reference(steps);
-  testing::TempDir dir("ps-shard-restart");
-  Tasks cluster(dir.path, "sync");
-  cluster.start_all();
-  // Past the checkpoint at 10, well before the one at 20.
-  REQUIRE_MESSAGE(within(std::chrono::seconds(60), [&] { return chief_step(dir.path) >= 12; }),
-                  read_text(dir / "worker0.log"));
-  cluster.kill("ps:1");
-  auto const killed_at = chief_step(dir.path);
-  auto const latest = io::latest_checkpoint(dir / "ckpt");
-  REQUIRE(latest);
-  auto const back_to = *io::detail::checkpoint_step(*latest);
-  // Long enough for the workers to log that they wait for it.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  cluster.start("ps", 1, "ps1-restarted.log");
-  check_ended_well(cluster.wait(std::chrono::seconds(60)), dir.path);
-  MESSAGE("killed ps:1 after global step " << killed_at << "; rolled back to " << back_to);
+  char const* asked = std::getenv("CONVOY_FAULT_TRIALS");
+  int const trials = asked ? std::max(1, std::atoi(asked)) : 1;
+  std::mt19937 random(std::random_device{}());
+  std::int64_t steps_again = 0;
+  for (int trial = 0; trial < trials; ++trial) {
+    CAPTURE(trial);
+    int const shard = trial == 0 ? 1 : trial % 2;
+    std::int64_t const kill_after =
+        trial == 0 ? 12 : std::uniform_int_distribution<std::int64_t>(11, 18)(random);
+    auto const victim = "ps:" + std::to_string(shard);
+    auto const survivor = "ps" + std::to_string(1 - shard);
+    testing::TempDir dir("ps-shard-restart");
+    Tasks cluster(dir.path, "sync");
+    cluster.start_all();
+    // Past the checkpoint at 10, well before the one at 20.
+    REQUIRE_MESSAGE(
+        within(std::chrono::seconds(60), [&] { return chief_step(dir.path) >= kill_after; }),
+        read_text(dir / "worker0.log"));
+    cluster.kill(victim);
+    auto const killed_at = chief_step(dir.path);
+    auto const latest = io::latest_checkpoint(dir / "ckpt");
+    REQUIRE(latest);
+    auto const back_to = *io::detail::checkpoint_step(*latest);
+    // Long enough for the workers to log that they wait for it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    cluster.start("ps", shard, "ps" + std::to_string(shard) + "-restarted.log");
+    check_ended_well(cluster.wait(std::chrono::seconds(60)), dir.path);
+    MESSAGE("killed " << victim << " after global step " << killed_at << "; rolled back to "
+                      << back_to);
+    steps_again += killed_at - back_to;
 
-  auto const chief = read_text(dir / "worker0.log");
-  auto const other = read_text(dir / "worker1.log");
-  auto const ps1 = "ps:1 at " + cluster.ps_address(1);
-  for (auto const* log : {&chief, &other}) {
-    CHECK(log->find("lost " + ps1) != std::string::npos);
-    CHECK(log->find("waiting for " + ps1) != std::string::npos);
+    auto const chief = read_text(dir / "worker0.log");
+    auto const other = read_text(dir / "worker1.log");
+    auto const lost = victim + " at " + cluster.ps_address(shard);
+    for (auto const* log : {&chief, &other}) {
+      CHECK(log->find("lost " + lost) != std::string::npos);
+      CHECK(log->find("waiting for " + lost) != std::string::npos);
+    }
+    CHECK(chief.find("rolled back to " + latest->string()) != std::string::npos);
+    CHECK(other.find("worker 1 carries on from global step " + std::to_string(back_to)) !=
+          std::string::npos);
+    CHECK(read_text(dir / (survivor + ".log"))
+              .find("rolled back to global step " + std::to_string(back_to)) != std::string::npos);
+    check_final_weights(dir.path, expected);
   }
-  CHECK(chief.find("rolled back to " + latest->string()) != std::string::npos);
-  CHECK(other.find("worker 1 carries on from global step " + std::to_string(back_to)) !=
-        std::string::npos);
-  CHECK(read_text(dir / "ps0.log").find("ps:0 rolled back to global step " +
-                                        std::to_string(back_to)) != std::string::npos);
-  check_final_weights(dir.path, expected);
+  if (trials > 1) MESSAGE(trials << " trials, " << steps_again << " steps trained again in all");
 }
 
 TEST_CASE("asynchronous: a shard killed and started again rejoins, and the run converges") {
