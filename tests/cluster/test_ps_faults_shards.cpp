@@ -243,13 +243,15 @@ Snapshot reference(std::int64_t n) {
 void check_close(std::map<std::string, Tensor> const& got,
                  std::map<std::string, Tensor> const& expected, std::string const& what) {
   REQUIRE_MESSAGE(got.size() == expected.size(), what);
-  for (auto const& [name, tensor] : expected) {
+  for (auto const& entry : expected) {  // no structured binding: doctest's lambdas capture it
+    auto const& name = entry.first;
+    auto const& want = entry.second.data;
     CAPTURE(what);
     CAPTURE(name);
     REQUIRE(got.contains(name));
     auto const& g = got.at(name).data;
-    REQUIRE(g.size() == tensor.data.size());
-    for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(tensor.data[i]).epsilon(1e-3));
+    REQUIRE(g.size() == want.size());
+    for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(want[i]).epsilon(1e-3));
   }
 }
 
@@ -290,9 +292,9 @@ void print_logs(std::filesystem::path const& dir) {
 
 void check_ended_well(std::map<std::string, int> const& status, std::filesystem::path const& dir) {
   bool ok = status.size() == 4;
-  for (auto const& [name, s] : status) {
-    CHECK_MESSAGE(s == 0, name << " ended with status " << s);
-    ok = ok && s == 0;
+  for (auto const& entry : status) {
+    CHECK_MESSAGE(entry.second == 0, entry.first << " ended with status " << entry.second);
+    ok = ok && entry.second == 0;
   }
   if (!ok) print_logs(dir);
 }

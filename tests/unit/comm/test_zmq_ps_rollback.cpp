@@ -68,9 +68,8 @@ TEST_CASE("a restore of a new generation voids what waited, answers the pulls th
   Bench b;
   REQUIRE(header(b.send("w0", Op::init, 0, 0, 1).at(0)).status == Status::ok);
   CHECK(b.send("w0", Op::push, 0, 0, 1, 0).empty());  // waits for worker 1's gradient
-  // Worker 0 lost another shard and connected again: it waits for the chief's rollback. Its old
-  // push, of the old generation, does not hold the new pull back.
-  CHECK(b.send("w0-again", Op::pull, 0, 1).empty());
+  // Worker 1 lost another shard and connected again: it waits for the chief's rollback.
+  CHECK(b.send("w1-again", Op::pull, 1, 1).empty());
   auto const answers = b.send("chief", Op::restore, 0, 1, 1, 0, 2);
   REQUIRE(answers.size() == 3);
   std::map<std::string, Header> by_peer;
@@ -79,30 +78,47 @@ TEST_CASE("a restore of a new generation voids what waited, answers the pulls th
   CHECK(by_peer.at("w0").text.find("rolled back to a checkpoint") != std::string::npos);
   CHECK(by_peer.at("w0").generation == 1);
   CHECK(by_peer.at("chief").status == Status::ok);
-  CHECK(by_peer.at("w0-again").status == Status::ok);
-  CHECK(by_peer.at("w0-again").global_step == 2);
-  CHECK(by_peer.at("w0-again").generation == 1);
+  CHECK(by_peer.at("w1-again").status == Status::ok);
+  CHECK(by_peer.at("w1-again").global_step == 2);
+  CHECK(by_peer.at("w1-again").generation == 1);
   CHECK(b.log.str().find("ps:0 rolled back to global step 2 by worker 0's restore (generation 1); "
                          "1 waiting request(s) voided") != std::string::npos);
 
-  // Worker 1 has not heard of the rollback: its push is void, and the answer says why and which
+  // Worker 0 has not heard of the rollback: its push is void, and the answer says why and which
   // generation the shard is at. That is no malformed message.
-  auto const stale = b.send("w1", Op::push, 1, 0, 1, 0);
+  auto const stale = b.send("w0", Op::push, 0, 0, 1, 0);
   REQUIRE(stale.size() == 1);
   CHECK(header(stale[0]).status == Status::error);
   CHECK(header(stale[0]).generation == 1);
   CHECK(header(stale[0]).text.find("of generation 0 is void") != std::string::npos);
   CHECK(b.shard.malformed() == 0);
   // A push may not run ahead of the shard's generation (only a restore raises it).
-  auto const ahead = b.send("w1", Op::push, 1, 2, 1, 2);
+  auto const ahead = b.send("w1-again", Op::push, 1, 2, 1, 2);
   REQUIRE(ahead.size() == 1);
   CHECK(header(ahead[0]).status == Status::error);
   CHECK(b.shard.malformed() == 1);
   // Both workers in the new generation: the step after the checkpoint is applied.
   CHECK(b.send("w0-again", Op::push, 0, 1, 1, 2).empty());
-  auto const step = b.send("w1", Op::push, 1, 1, 1, 2);
-  CHECK(step.size() == 2);
+  CHECK(b.send("w1-again", Op::push, 1, 1, 1, 2).size() == 2);
   CHECK(b.shard.counters().global_step == 3);
+}
+
+TEST_CASE("a worker keeps one request waiting whatever its generations: a later one voids it") {
+  Bench b;
+  REQUIRE(header(b.send("w0", Op::init, 0, 0, 1).at(0)).status == Status::ok);
+  CHECK(b.send("w0", Op::push, 0, 0, 1, 0).empty());
+  // Pulls of ever later generations wait for restores that have not come: each voids the last.
+  for (std::uint64_t generation = 1; generation <= 3; ++generation) {
+    auto const peer = "w0-" + std::to_string(generation);
+    auto const answers = b.send(peer, Op::pull, 0, generation);
+    REQUIRE(answers.size() == 1);
+    CHECK(to(answers[0]) == (generation == 1 ? "w0" : "w0-" + std::to_string(generation - 1)));
+    CHECK(header(answers[0]).status == Status::error);
+    CHECK(header(answers[0]).text.find("a request of a later generation") != std::string::npos);
+  }
+  auto const answers = b.send("chief", Op::restore, 0, 3, 1, 0, 5);
+  REQUIRE(answers.size() == 2);  // the restore's and the last pull's
+  CHECK(b.shard.malformed() == 0);
 }
 
 TEST_CASE("a restore of the same generation keeps its old rule: not while gradients wait") {

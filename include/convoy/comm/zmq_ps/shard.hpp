@@ -266,12 +266,9 @@ class Shard {
   };
 
   std::size_t live_workers() const { return options_.workers - goodbyes_.size(); }
-  // A request of an earlier generation than `generation` was voided by a rollback: its worker
-  // has connected again and starts over.
-  bool waits(std::uint32_t worker, std::uint64_t generation) const {
-    return std::any_of(waiting_.begin(), waiting_.end(), [&](Waiting const& w) {
-      return w.worker == worker && w.generation >= generation;
-    });
+  bool waits(std::uint32_t worker) const {
+    return std::any_of(waiting_.begin(), waiting_.end(),
+                       [&](Waiting const& w) { return w.worker == worker; });
   }
   // Accumulating rules whose open step needs more gradients than workers are left: the step can
   // never complete, so its gradients are dropped and the waiting pushes told that the run is over.
@@ -487,7 +484,8 @@ class Shard {
     if (!initialized_) {
       throw ProtocolError("convoy: a push reached " + name() + " before its weights were initialized");
     }
-    if (waits(h.worker, h.generation)) {
+    void_earlier(h.worker, h.generation);
+    if (waits(h.worker)) {
       throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " pushed to " + name() +
                           " while its previous request waits");
     }
@@ -545,7 +543,8 @@ class Shard {
 
   void pull(std::vector<zmq::message_t>& frames, Header const& h) {
     check_payload(frames, h, 0);
-    if (waits(h.worker, h.generation)) {
+    void_earlier(h.worker, h.generation);
+    if (waits(h.worker)) {
       throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " pulled from " + name() +
                           " while its previous request waits");
     }
@@ -614,9 +613,32 @@ class Shard {
   // restored state); the restore then replaces weights, slots, counters and the open step.
   void roll_back(Header const& h) {
     generation_ = h.generation;  // first: each refusal below tells its worker the new generation
+    auto const voided = void_waiting(
+        [&](Waiting const& w) { return w.generation < h.generation; },
+        "convoy: " + name() + " was rolled back to a checkpoint by worker " +
+            std::to_string(h.worker) + "; this request is void");
+    if (options_.log) {
+      *options_.log << "convoy: " << name() << " rolled back to global step " << h.global_step
+                    << " by worker " << h.worker << "'s restore (generation " << generation_
+                    << "); " << voided << " waiting request(s) voided" << std::endl;
+    }
+  }
+
+  // A worker whose request of a later generation comes while one of an earlier waits has connected
+  // again after a shard lost its state: the earlier one is void. A worker keeps at most one
+  // request waiting, whatever its generations.
+  void void_earlier(std::uint32_t worker, std::uint64_t generation) {
+    void_waiting([&](Waiting const& w) { return w.worker == worker && w.generation < generation; },
+                 "convoy: worker " + std::to_string(worker) + " sent " + name() +
+                     " a request of a later generation; this one is void");
+  }
+
+  // Answers the waiting requests `is_void` picks with an error saying `why`, and drops them.
+  template <class Pick>
+  std::size_t void_waiting(Pick is_void, std::string const& why) {
     std::size_t voided = 0;
     for (std::size_t i = 0; i < waiting_.size();) {
-      if (waiting_[i].generation >= h.generation) {
+      if (!is_void(waiting_[i])) {
         ++i;
         continue;
       }
@@ -624,17 +646,11 @@ class Shard {
       request.op = waiting_[i].op;
       request.worker = waiting_[i].worker;
       request.sequence = waiting_[i].sequence;
-      reply_error(waiting_[i].peer, request,
-                  "convoy: " + name() + " was rolled back to a checkpoint by worker " +
-                      std::to_string(h.worker) + "; this request is void");
+      reply_error(waiting_[i].peer, request, why);
       waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
       ++voided;
     }
-    if (options_.log) {
-      *options_.log << "convoy: " << name() << " rolled back to global step " << h.global_step
-                    << " by worker " << h.worker << "'s restore (generation " << generation_
-                    << "); " << voided << " waiting request(s) voided" << std::endl;
-    }
+    return voided;
   }
 
   // The open step can never complete: drop what it summed and tell its waiting workers.
