@@ -214,7 +214,8 @@ std::int64_t chief_step(std::filesystem::path const& dir) {
 // True once some thread of `pid` is blocked opening a FIFO that has no reader.
 bool blocked_on_fifo(pid_t pid) {
   std::error_code ec;
-  for (auto const& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+  for (auto const& t :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
     if (read_text(t.path() / "wchan").find("wait_for_partner") != std::string::npos) return true;
   }
   return false;
@@ -268,7 +269,8 @@ void check_close(std::map<std::string, Tensor> const& got,
     REQUIRE(got.contains(name));
     auto const& g = got.at(name).data;
     REQUIRE(g.size() == want.size());
-    for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(want[i]).epsilon(1e-3));
+    for (std::size_t i = 0; i < g.size(); ++i)
+      CHECK(g[i] == doctest::Approx(want[i]).epsilon(1e-3));
   }
 }
 
@@ -320,8 +322,9 @@ void check_ended_well(std::map<std::string, int> const& status, std::filesystem:
 
 // CONVOY_FAULT_TRIALS=N repeats it N times, the later trials killing ps:0 or ps:1 after a random
 // step between 11 and 18 (the figures in docs/parameter_server.md); by default once, ps:1 after 12.
-TEST_CASE("a shard killed mid-run and started again rejoins; the cluster rolls back to the latest "
-          "checkpoint and ends at an uninterrupted run's weights") {
+TEST_CASE(
+    "a shard killed mid-run and started again rejoins; the cluster rolls back to the latest "
+    "checkpoint and ends at an uninterrupted run's weights") {
   auto const expected = reference(steps);
   char const* asked = std::getenv("CONVOY_FAULT_TRIALS");
   int const trials = asked ? std::max(1, std::atoi(asked)) : 1;
@@ -400,7 +403,8 @@ TEST_CASE("asynchronous: a shard killed and started again rejoins, and the run c
   CHECK(accuracy > 0.8);
 }
 
-TEST_CASE("a shard killed while it writes its checkpoint part leaves the previous checkpoint whole") {
+TEST_CASE(
+    "a shard killed while it writes its checkpoint part leaves the previous checkpoint whole") {
   auto const at10 = reference(10);
   auto const expected = reference(steps);
   testing::TempDir dir("ps-shard-kill-save");
@@ -408,8 +412,8 @@ TEST_CASE("a shard killed while it writes its checkpoint part leaves the previou
   Tasks cluster(dir.path, "sync");
   pid_t const ps1 = cluster.start("ps", 1, "ps1.log");
   // ps:1 will block opening its part's temporary file at the save of step 20.
-  auto const part = dir / "ckpt" /
-                    ("checkpoint-0000000020.part-1-of-2.convoy.part.tmp-" + std::to_string(ps1));
+  auto const part =
+      dir / "ckpt" / ("checkpoint-0000000020.part-1-of-2.convoy.part.tmp-" + std::to_string(ps1));
   REQUIRE(::mkfifo(part.c_str(), 0600) == 0);
   cluster.start("ps", 0, "ps0.log");
   for (int i = 0; i < 2; ++i) cluster.start("worker", i, "worker" + std::to_string(i) + ".log");
@@ -429,8 +433,9 @@ TEST_CASE("a shard killed while it writes its checkpoint part leaves the previou
   check_latest_checkpoint(dir / "ckpt", steps, expected);
 }
 
-TEST_CASE("a chief killed while it commits a checkpoint leaves the previous one whole; a new run "
-          "resumes from it and never uses the uncommitted parts") {
+TEST_CASE(
+    "a chief killed while it commits a checkpoint leaves the previous one whole; a new run "
+    "resumes from it and never uses the uncommitted parts") {
   auto const at10 = reference(10);
   auto const expected = reference(steps);
   testing::TempDir dir("ps-chief-kill-save");
@@ -463,8 +468,8 @@ TEST_CASE("a chief killed while it commits a checkpoint leaves the previous one 
   Tasks again(dir.path, "sync");
   again.start_all();
   check_ended_well(again.wait(std::chrono::seconds(60)), dir.path);
-  CHECK(read_text(dir / "worker0.log").find("resumed from " +
-                                             (dir / "ckpt" / io::checkpoint_file_name(10)).string()) !=
+  CHECK(read_text(dir / "worker0.log")
+            .find("resumed from " + (dir / "ckpt" / io::checkpoint_file_name(10)).string()) !=
         std::string::npos);
   check_final_weights(dir.path, expected);
   check_latest_checkpoint(dir / "ckpt", steps, expected);
@@ -493,8 +498,8 @@ TEST_CASE("a shard that never comes back stops every worker within its timeout, 
     REQUIRE(status.contains(worker));
     CHECK(status.at(worker) == 1);
     auto const log = read_text(dir / ("worker" + worker.substr(7) + ".log"));
-    CHECK_MESSAGE(log.find("task failed: convoy: worker " + worker.substr(7) + " waited 3000 ms for " + ps1) !=
-                      std::string::npos,
+    CHECK_MESSAGE(log.find("task failed: convoy: worker " + worker.substr(7) +
+                           " waited 3000 ms for " + ps1) != std::string::npos,
                   log);
   }
   CHECK(status.at("ps:0") != -1);  // it ended by its own timeout, not the test's deadline

@@ -298,7 +298,9 @@ inline void remove_unreferenced_parts(std::filesystem::path const& dir,
     if (!is_part_file(name)) continue;
     if (std::find(referenced.begin(), referenced.end(), name) != referenced.end()) continue;
     auto const step = checkpoint_step(name.substr(0, name.find('.')) + std::string(checkpoint_suffix));
-    if (step && std::find(kept_steps.begin(), kept_steps.end(), *step) != kept_steps.end()) continue;
+    if (step && std::find(kept_steps.begin(), kept_steps.end(), *step) != kept_steps.end()) {
+      continue;
+    }
     std::filesystem::remove(entry.path(), ec);
   }
 }

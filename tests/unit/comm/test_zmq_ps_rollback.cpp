@@ -24,14 +24,18 @@ struct Bench {
   optim::Optimizer optimizer = optim::Sgd{0.1f};
   sync::Synchronous policy{};
   std::ostringstream log;
-  Shard<sync::Synchronous> shard{pieces, optimizer, policy,
-                                 {.index = 0, .shards = 1, .workers = 2, .endpoint = {}, .log = &log}};
+  Shard<sync::Synchronous> shard{
+      pieces,
+      optimizer,
+      policy,
+      {.index = 0, .shards = 1, .workers = 2, .endpoint = {}, .log = &log}};
 
   // Worker `worker`'s `op` of generation `generation`, from connection `peer`, with a payload of
   // `arrays` frames per piece.
-  std::vector<std::vector<zmq::message_t>> send(std::string const& peer, Op op, std::uint32_t worker,
-                                                std::uint64_t generation, std::size_t arrays = 0,
-                                                std::int64_t tag = 0, std::int64_t step = 0) {
+  std::vector<std::vector<zmq::message_t>> send(std::string const& peer, Op op,
+                                                std::uint32_t worker, std::uint64_t generation,
+                                                std::size_t arrays = 0, std::int64_t tag = 0,
+                                                std::int64_t step = 0) {
     Header h;
     h.op = op;
     h.worker = worker;

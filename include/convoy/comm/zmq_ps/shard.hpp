@@ -372,9 +372,10 @@ class Shard {
     // A request from before a rollback (its worker has not heard of it yet): the answer carries
     // the new generation, and its worker starts over from the restored state.
     if (h.op != Op::hello && h.op != Op::bye && h.generation < generation_) {
-      reply_error(frames[0], h, "convoy: " + name() + " was rolled back to a checkpoint (generation " +
-                                    std::to_string(generation_) + "); this " + describe(h.op) +
-                                    " of generation " + std::to_string(h.generation) + " is void");
+      reply_error(frames[0], h,
+                  "convoy: " + name() + " was rolled back to a checkpoint (generation " +
+                      std::to_string(generation_) + "); this " + describe(h.op) +
+                      " of generation " + std::to_string(h.generation) + " is void");
       return;
     }
     try {
@@ -432,8 +433,9 @@ class Shard {
   void restore(std::vector<zmq::message_t>& frames, Header const& h) {
     std::size_t const slots = optimizer_.slot_names().size();
     check_payload(frames, h, 1 + slots);
-    if (h.generation == generation_ &&
-        std::any_of(waiting_.begin(), waiting_.end(), [](Waiting const& w) { return w.op == Op::push; })) {
+    bool const pushes_wait = std::any_of(waiting_.begin(), waiting_.end(),
+                                         [](Waiting const& w) { return w.op == Op::push; });
+    if (h.generation == generation_ && pushes_wait) {
       reply_error(frames[0], h,
                   "convoy: " + name() + " cannot restore while workers' gradients wait for step " +
                       std::to_string(rules_.open_step() + 1) +
@@ -513,7 +515,8 @@ class Shard {
         for (std::size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
       }
       loss_sum_ += h.loss;
-      waiting_.push_back(Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, 0.0f, h.generation});
+      waiting_.push_back(
+          Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, 0.0f, h.generation});
       if (!rules_.accumulated(w)) return;
       auto const m = rules_.gradients_per_update();
       update_loss_ = loss_sum_ / static_cast<float>(m);
@@ -536,7 +539,8 @@ class Shard {
       ++counters_.global_step;
       ++counters_.applied;
       rules_.applied(w);
-      waiting_.push_back(Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, h.loss, h.generation});
+      waiting_.push_back(
+          Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, h.loss, h.generation});
     }
     release();
   }
@@ -548,7 +552,8 @@ class Shard {
       throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " pulled from " + name() +
                           " while its previous request waits");
     }
-    waiting_.push_back(Waiting{std::move(frames[0]), h.worker, Op::pull, h.tag, h.sequence, 0.0f, h.generation});
+    waiting_.push_back(
+        Waiting{std::move(frames[0]), h.worker, Op::pull, h.tag, h.sequence, 0.0f, h.generation});
     release();
   }
 
@@ -850,7 +855,8 @@ class Shard {
   float update_loss_ = 0.0f;
   bool initialized_ = false;
   std::uint64_t generation_ = 0;  ///< rollbacks to a checkpoint so far (see Header::generation)
-  std::uint64_t const instance_ = std::random_device{}() | std::uint64_t{std::random_device{}()} << 32;
+  std::uint64_t const instance_ =  ///< drawn once per process (see Header::instance)
+      std::random_device{}() | std::uint64_t{std::random_device{}()} << 32;
   std::vector<Waiting> waiting_;
   std::vector<std::size_t> goodbyes_;
   std::int64_t malformed_ = 0;

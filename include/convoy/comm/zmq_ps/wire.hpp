@@ -25,7 +25,7 @@
 namespace convoy::comm::zmq_ps {
 
 inline constexpr std::uint32_t wire_magic = 0x53505643;  // "CVPS" read as little-endian bytes
-inline constexpr std::uint32_t protocol_version = 3;  // 2: Op::save; 3: generation
+inline constexpr std::uint32_t protocol_version = 3;  // 2: Op::save; 3: generation, instance
 /// Headers are small; a frame claiming more is refused before it is read.
 inline constexpr std::size_t max_header_bytes = 64 * 1024;
 
@@ -84,8 +84,7 @@ struct Header {
     ar(magic, version);
     if (magic != wire_magic || version != protocol_version) return;  // the reader says which
     ar(op, status, worker, shard, sequence, tag, fingerprint, frames, loss, seconds, global_step, applied,
-       dropped, optimizer_updates, initialized, generation, instance, local,
-       text);
+       dropped, optimizer_updates, initialized, generation, instance, local, text);
   }
 };
 
