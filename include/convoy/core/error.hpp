@@ -64,6 +64,14 @@ struct ProtocolError : Error {
   using Error::Error;
 };
 
+/// Part of the shared training state is gone: a parameter-server shard died (it may come back
+/// empty) or was rolled back to a checkpoint under this task. The chief answers it by restoring
+/// every shard from the latest committed checkpoint (Trainer::fit does); the other workers wait
+/// for that restore and carry on from it.
+struct StateLostError : Error {
+  using Error::Error;
+};
+
 /// Replicas of an asynchronous run failed while the others trained on; `replicas` lists them.
 struct ReplicaError : Error {
   ReplicaError(std::string const& what, std::vector<std::size_t> failed)

@@ -263,18 +263,44 @@ inline std::optional<pid_t> temporary_writer(std::string const& name) {
   return pid;
 }
 
-// Removes the part files in `dir` whose step is not one of `kept` (parts of deleted checkpoints,
-// or of saves that never committed). A file that cannot be removed is left.
+// The part files the manifest `file` names; nullopt when it is no manifest or does not read whole.
+inline std::optional<std::vector<std::string>> manifest_parts(std::filesystem::path const& file) {
+  if (!starts_with_magic(file, manifest_kind)) return std::nullopt;
+  try {
+    auto framed = check_framed<CheckpointError>(
+        open_for_reading<CheckpointError>(file, "checkpoint"), file, manifest_kind);
+    Checkpoint checkpoint;
+    Manifest manifest;
+    parse_payload(framed, [&](auto& ar) {
+      ar(checkpoint);
+      load_manifest(ar, manifest);
+    });
+    return manifest.parts;
+  } catch (Error const&) {
+    return std::nullopt;
+  }
+}
+
+// Removes the part files in `dir` that no kept checkpoint names: parts of deleted checkpoints,
+// and of saves that never committed. A part is kept when one of `referenced` names it, or when
+// its step is one of `kept_steps` (the kept checkpoints whose manifest does not read, whose parts
+// are judged by their names). A part's step can differ from its manifest's: an asynchronous
+// cluster names its parts for the step the chief asked for, its manifest for shard 0's step when
+// that shard wrote its part. A file that cannot be removed is left.
 inline void remove_unreferenced_parts(std::filesystem::path const& dir,
-                                      std::vector<std::int64_t> const& kept) {
+                                      std::vector<std::string> const& referenced,
+                                      std::vector<std::int64_t> const& kept_steps) {
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec);
   if (ec) return;
   for (auto const& entry : it) {
     auto const name = entry.path().filename().string();
     if (!is_part_file(name)) continue;
+    if (std::find(referenced.begin(), referenced.end(), name) != referenced.end()) continue;
     auto const step = checkpoint_step(name.substr(0, name.find('.')) + std::string(checkpoint_suffix));
-    if (step && std::find(kept.begin(), kept.end(), *step) != kept.end()) continue;
+    if (step && std::find(kept_steps.begin(), kept_steps.end(), *step) != kept_steps.end()) {
+      continue;
+    }
     std::filesystem::remove(entry.path(), ec);
   }
 }
@@ -322,17 +348,24 @@ inline std::filesystem::path save_checkpoint_file(std::filesystem::path const& d
   });
   if (keep > 0) {
     auto const all = list_checkpoints(dir);
-    std::vector<std::int64_t> kept;
+    std::vector<std::string> referenced;
+    std::vector<std::int64_t> unread;
     for (std::size_t i = 0; i < all.size(); ++i) {
       // A failed delete only costs disk space; the new checkpoint is safely written, so the save
       // must not report failure for it.
       if (i < keep || all[i].second == file) {
-        kept.push_back(all[i].first);
+        auto parts = all[i].second == file && manifest ? std::optional(manifest->parts)
+                                                       : manifest_parts(all[i].second);
+        if (parts) {
+          referenced.insert(referenced.end(), parts->begin(), parts->end());
+        } else {
+          unread.push_back(all[i].first);
+        }
       } else {
         std::filesystem::remove(all[i].second, ec);
       }
     }
-    remove_unreferenced_parts(dir, kept);
+    remove_unreferenced_parts(dir, referenced, unread);
   }
   return file;
 }

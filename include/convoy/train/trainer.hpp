@@ -266,12 +266,36 @@ class Trainer {
       }
       return keep_going;
     };
-    try {
-      strategy_.run(plan);
-    } catch (ReplicaError const&) {
-      // The surviving replicas trained on: keep their work before reporting the failures.
-      if (checkpoints) save_checkpoint(options.checkpoint_dir, seed);
-      throw;
+    for (;;) {
+      try {
+        strategy_.run(plan);
+        break;
+      } catch (ReplicaError const&) {
+        // The surviving replicas trained on: keep their work before reporting the failures.
+        if (checkpoints) save_checkpoint(options.checkpoint_dir, seed);
+        throw;
+      } catch (StateLostError const& e) {
+        // A parameter-server shard lost its state: the chief rolls the cluster back to the latest
+        // committed checkpoint, so nothing it holds is lost, and trains on from there.
+        if (!checkpoints) {
+          throw StateLostError(std::string(e.what()) + "; without checkpoints to roll back to "
+                               "(FitOptions::checkpoint_dir) the run cannot go on");
+        }
+        auto latest = io::load_latest_checkpoint(options.checkpoint_dir, log ? log : &std::clog);
+        if (!latest) {
+          throw StateLostError(std::string(e.what()) + "; '" + options.checkpoint_dir.string() +
+                               "' holds no checkpoint to roll back to yet");
+        }
+        if (log) *log << e.what() << std::endl;
+        restore(*latest);
+        // The steps after the checkpoint are trained again: so are their logs and checkpoints.
+        previous = strategy_.global_step();
+        previous_batches = strategy_.counters().batches();
+        if (log) {
+          *log << "convoy: rolled back to " << latest->file.string() << " at global step "
+               << strategy_.global_step() << std::endl;
+        }
+      }
     }
 
     auto const& after = strategy_.counters();

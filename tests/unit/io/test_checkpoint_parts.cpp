@@ -30,10 +30,13 @@ struct Saved {
   std::vector<float> k = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, b = {-1, -2, -3};
   std::vector<float> k_slot = {1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2}, b_slot = {3, 3, 3};
 
-  // Writes both parts and the manifest of step `step` into `dir`; returns the manifest's path.
-  fs::path write(fs::path const& dir, std::int64_t step, std::uint64_t nonce = 42) const {
+  // Writes both parts and the manifest of step `step` into `dir`; returns the manifest's path. The
+  // parts are named for `part_step` when given (an asynchronous cluster's chief asks for the
+  // step it last saw, and shard 0 has moved on when it answers).
+  fs::path write(fs::path const& dir, std::int64_t step, std::uint64_t nonce = 42,
+                 std::int64_t part_step = -1) const {
     auto part = [&](std::uint64_t shard) {
-      io::PartView p{.step = step, .shard = shard, .shards = 2, .nonce = nonce,
+      io::PartView p{.step = part_step < 0 ? step : part_step, .shard = shard, .shards = 2, .nonce = nonce,
                      .optimizer = "Momentum", .slot_suffixes = {"/momentum"}};
       std::span<float const> kw(k), ks(k_slot);
       if (shard == 0) {
@@ -147,4 +150,20 @@ TEST_CASE("old parts go with their manifests, and so do parts of saves that neve
                      "checkpoint-0000000040.part-1-of-2.convoy.part", "checkpoint-0000000060.convoy",
                      "checkpoint-0000000060.part-0-of-2.convoy.part",
                      "checkpoint-0000000060.part-1-of-2.convoy.part"});
+}
+
+TEST_CASE("parts named for an earlier step than their manifest stay with it") {
+  testing::TempDir dir("parts-async");
+  Saved const saved;
+  // An asynchronous cluster: the chief asked for step 9, shard 0 was at 12 when it wrote its part.
+  auto const file = saved.write(dir.path, 12, 42, 9);
+  CHECK(fs::exists(dir.path / "checkpoint-0000000009.part-0-of-2.convoy.part"));
+  CHECK(failure(file).empty());
+  saved.write(dir.path, 25, 43, 21);  // keeps both: their parts are named in their manifests
+  CHECK(failure(file).empty());
+  for (std::int64_t step : {30, 40}) saved.write(dir.path, step);  // keeps 3: 12 goes
+  CHECK_FALSE(fs::exists(file));
+  CHECK_FALSE(fs::exists(dir.path / "checkpoint-0000000009.part-0-of-2.convoy.part"));
+  CHECK(fs::exists(dir.path / "checkpoint-0000000021.part-1-of-2.convoy.part"));
+  CHECK(failure(dir.path / "checkpoint-0000000025.convoy").empty());
 }

@@ -71,7 +71,9 @@ class HandshakeWatch : public zmq::monitor_t {
   void on_event_handshake_succeeded(zmq_event_t const&, char const*) override {
     pending_ = false;
     failed = 0;
+    ++handshakes;
   }
+  int handshakes = 0;  ///< connections that completed their handshake (a shard back after a loss)
 
  private:
   void fail() {  // once per connection, however many events say so
@@ -113,6 +115,8 @@ class Client {
         s.set(zmq::sockopt::curve_secretkey, security_->keys.secret_key);
       }
       reported_lost_.push_back(0);
+      down_since_.push_back(-1);
+      instances_.push_back(0);
       auto& watch = *watches_.emplace_back(std::make_unique<HandshakeWatch>());
       watch.init(s, "inproc://convoy-handshakes-" + std::to_string(i), HandshakeWatch::events);
       s.connect(endpoints_[i]);
@@ -120,7 +124,9 @@ class Client {
   }
   Client(Client const&) = delete;
   Client& operator=(Client const&) = delete;
-  ~Client() { wait_until_sent(std::chrono::seconds(5)); }
+  // No wait for lent frames here: closing the sockets (linger 0) and the context drops whatever
+  // is still queued, and the context's end waits until ZeroMQ has let go of every frame. Frames
+  // queued for a shard that died would otherwise hold a worker that gives up on it.
 
   std::size_t shards() const { return endpoints_.size(); }
   std::string shard_name(std::size_t s) const {
@@ -145,6 +151,8 @@ class Client {
       h.op = Op::hello;
       return h;
     };
+    hellos_.clear();  // asked again of a shard that comes back (check_returned)
+    for (std::size_t s = 0; s < shards(); ++s) hellos_.push_back(hello(s));
     send(hello, {});
     return receive(hello, {}, timeout, "to start", true);
   }
@@ -177,6 +185,8 @@ class Client {
   void send_to(std::size_t s, HeaderOf const& header, PayloadOf const& payload) {
     auto frames = payload ? payload(s) : std::vector<zmq::message_t>{};
     Header h = header(s);
+    sent_generation_ = h.generation;
+    op_ = h.op;
     h.worker = worker_;
     h.sequence = sequence_;
     h.shard = static_cast<std::uint32_t>(s);
@@ -206,6 +216,7 @@ class Client {
     auto const start = clock::now();
     auto next_note = std::chrono::milliseconds(1000);
     std::string refusal;  // the first shard's refusal, thrown once every shard has answered
+    std::uint64_t const generation = sent_generation_;
     while (left > 0) {
       std::vector<zmq::pollitem_t> items;
       std::vector<std::size_t> which;
@@ -216,14 +227,17 @@ class Client {
         }
       }
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
+      // A lost connection: the request is sent again, to the same process (a link that dropped
+      // and came back answers a copy once) or to a restarted one, which check_returned's hello
+      // tells apart. An answer that came before the loss is read below; only a request without
+      // one is sent again (a copy of a restore or save would be done twice).
       for (auto const s : check_handshakes(done)) {
-        // An answer that came before the loss is read below; only a request without one is sent
-        // again (a copy of a restore or save would be done twice).
         bool const answered = (sockets_[s].get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
         if (done[s] || answered) continue;
         send_to(s, header, payload);
         if (!lost_at[s]) lost_at[s] = clock::now();
       }
+      if (!starting) check_returned();
       for (std::size_t i = 0; i < items.size(); ++i) {
         if (!(items[i].revents & ZMQ_POLLIN)) continue;
         auto const s = which[i];
@@ -232,7 +246,21 @@ class Client {
         if (frames.empty()) continue;
         Reply r;
         r.header = decode(frames[0], shard_name(s));
+        if (!starting && instances_[s] != 0 && r.header.instance != instances_[s]) {
+          throw StateLostError("convoy: worker " + std::to_string(worker_) + " lost " +
+                               shard_name(s) + " while waiting for it " + waiting +
+                               "; it is back as another process, which holds nothing of the "
+                               "last one's state");
+        }
+        if (r.header.sequence == probe_sequence) continue;  // the same process: wait on
         if (r.header.sequence != sequence_) continue;  // a late answer to an earlier request
+        instances_[s] = r.header.instance;
+        if (!starting && r.header.generation > generation) {
+          throw StateLostError("convoy: " + shard_name(s) + " was rolled back to a checkpoint "
+                               "while worker " + std::to_string(worker_) + " waited for it " +
+                               waiting + " (generation " + std::to_string(r.header.generation) +
+                               ", this request's " + std::to_string(generation) + ")");
+        }
         if (r.header.status == Status::error && refusal.empty()) {
           refusal = "convoy: " + shard_name(s) + " refused worker " + std::to_string(worker_) +
                     "'s " + describe(r.header.op) + ": " + r.header.text;
@@ -256,11 +284,15 @@ class Client {
       }
       auto const waited = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
       if (left > 0 && waited > timeout) {
+        bool const lost = std::any_of(down_since_.begin(), down_since_.end(),
+                                      [](std::int64_t d) { return d >= 0; });
         throw TimeoutError("convoy: worker " + std::to_string(worker_) + " waited " +
                            std::to_string(timeout.count()) + " ms for " + missing(done) + " " +
-                           waiting);
+                           waiting + (lost ? "; a lost shard did not come back" : ""));
       }
-      if (starting && left > 0 && waited >= next_note && log_) {
+      bool const shard_down = std::any_of(down_since_.begin(), down_since_.end(),
+                                          [](std::int64_t d) { return d >= 0; });
+      if ((starting || shard_down) && left > 0 && waited >= next_note && log_) {
         *log_ << "convoy: worker " << worker_ << " waiting for " << missing(done) << " ("
               << waited.count() / 1000 << " s so far)" << std::endl;
         next_note *= 2;
@@ -281,9 +313,15 @@ class Client {
       if (watch.lost > reported_lost_[s]) {
         reported_lost_[s] = watch.lost;
         lost.push_back(s);
-        if (log_ && heartbeat_.count() > 0) {
-          *log_ << "convoy: worker " << worker_ << " lost " << shard_name(s) << ": silent for over "
-                << heartbeat_.count() << " ms, or gone; connecting again" << std::endl;
+        if (down_since_[s] < 0) down_since_[s] = watch.handshakes;
+        if (log_ && op_ != Op::bye) {  // after the last goodbye the shards leave: no news
+          *log_ << "convoy: worker " << worker_ << " lost " << shard_name(s) << ": ";
+          if (heartbeat_.count() > 0) {
+            *log_ << "silent for over " << heartbeat_.count() << " ms, or gone";
+          } else {
+            *log_ << "its connection closed";
+          }
+          *log_ << "; connecting again" << std::endl;
         }
       }
       if (done[s]) continue;
@@ -306,6 +344,27 @@ class Client {
     return lost;
   }
 
+  // A shard whose connection was lost and that completes a handshake again is asked hello once
+  // more: an answer from another process (receive() compares Header::instance) means a restarted
+  // ps task that holds nothing of the last one's state, and receive() throws StateLostError for
+  // the engine to recover (Engine::State::recover); the same process (a connection that dropped
+  // and came back) is waited on as before. A shard that never comes back leaves the wait to its
+  // timeout, which names it.
+  void check_returned() {
+    for (std::size_t s = 0; s < shards(); ++s) {
+      if (down_since_[s] < 0 || watches_[s]->handshakes <= down_since_[s]) continue;
+      down_since_[s] = -1;
+      if (s >= hellos_.size()) continue;
+      Header h = hellos_[s];
+      h.worker = worker_;
+      h.sequence = probe_sequence;
+      h.shard = static_cast<std::uint32_t>(s);
+      h.frames = 0;
+      sockets_[s].send(encode(h), zmq::send_flags::none);
+    }
+  }
+  static constexpr std::uint64_t probe_sequence = 0;  ///< requests are numbered from 1
+
   std::string missing(std::vector<char> const& done) const {
     std::string out;
     for (std::size_t s = 0; s < shards(); ++s) {
@@ -321,6 +380,12 @@ class Client {
   std::optional<ClientSecurity> security_;
   std::chrono::milliseconds heartbeat_;
   std::vector<int> reported_lost_;  ///< per shard: lost connections already logged
+  /// Per shard: -1 while connected, else its handshakes when the connection was lost.
+  std::vector<std::int64_t> down_since_;
+  std::uint64_t sent_generation_ = 0;  ///< the generation the current request carries
+  std::vector<std::uint64_t> instances_;  ///< per shard: its process's number (0: not heard yet)
+  std::vector<Header> hellos_;            ///< per shard: the hello it was sent
+  Op op_ = Op::hello;                  ///< the current request's operation
   std::shared_ptr<std::atomic<int>> lent_ = std::make_shared<std::atomic<int>>(0);
   zmq::context_t context_;
   std::vector<zmq::socket_t> sockets_;

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <random>
@@ -193,7 +194,9 @@ class Engine {
         float const loss = forward_backward_in(*model_, batch, ctx);
         double const seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        auto replies = client_->exchange(
+        std::vector<Reply> replies;
+        try {
+          replies = exchange(
             [&](std::size_t s) {
               auto h = request(Op::push, s);
               h.tag = tags_[s];
@@ -210,6 +213,11 @@ class Engine {
               return frames;
             },
             sync_.timeout, "to apply its gradients (" + std::string(Sync::name) + ")");
+        } catch (StateLostError const& e) {
+          if (cluster_.is_chief()) throw;  // Trainer::fit rolls the cluster back (restore())
+          recover(e);
+          continue;
+        }
         if (std::any_of(replies.begin(), replies.end(),
                         [](Reply const& r) { return r.header.status == Status::stopped; })) {
           if (options_.log) {
@@ -242,8 +250,8 @@ class Engine {
       refuse_on_ps("read the weights");
       auto& self = const_cast<State&>(*this);
       self.connect();
-      auto replies = self.client_->exchange([&](std::size_t s) { return self.request(Op::pull, s); },
-                                            {}, sync_.timeout, "to send its weights");
+      auto replies = self.exchange([&](std::size_t s) { return self.request(Op::pull, s); }, {},
+                                   sync_.timeout, "to send its weights");
       self.scatter(replies, 0, out);
     }
 
@@ -252,7 +260,7 @@ class Engine {
       refuse_on_ps("take a snapshot");
       auto& self = const_cast<State&>(*this);
       self.connect();
-      auto replies = self.client_->exchange(
+      auto replies = self.exchange(
           [&](std::size_t s) { return self.request(Op::snapshot, s); }, {}, sync_.timeout,
           "to send its part of a snapshot");
       auto const n = layout().element_count();
@@ -286,7 +294,7 @@ class Engine {
       auto const where = std::filesystem::absolute(dir).lexically_normal();
       std::vector<Reply> replies;
       try {
-        replies = client_->exchange(
+        replies = exchange(
             [&](std::size_t s) {
               auto h = request(Op::save, s);
               h.tag = nonce;
@@ -296,6 +304,8 @@ class Engine {
             },
             {}, sync_.timeout, "to write its checkpoint part");
       } catch (TimeoutError const&) {
+        throw;
+      } catch (StateLostError const&) {
         throw;
       } catch (Error const& e) {
         throw CheckpointError(e.what());
@@ -324,9 +334,13 @@ class Engine {
       auto const unpacked = unpack(snap, layout(), optimizer_, size());
       auto const& c = unpacked.counters;
       connect();
-      auto replies = client_->exchange(
+      // After a shard lost its state this restore is a rollback: a new generation voids whatever
+      // the shards hold from before, and the other workers wait for it (see recover()).
+      auto const generation = rolling_back_ ? generation_ + 1 : generation_;
+      auto replies = exchange(
           [&](std::size_t s) {
             auto h = request(Op::restore, s);
+            h.generation = generation;
             h.global_step = c.global_step;
             h.applied = c.applied;
             h.dropped = c.dropped;
@@ -346,6 +360,12 @@ class Engine {
             return frames;
           },
           sync_.timeout, "to restore a snapshot");
+      if (rolling_back_ && options_.log) {
+        *options_.log << "convoy: worker " << rank() << " rolled every shard back to global step "
+                      << c.global_step << " (generation " << generation << ")" << std::endl;
+      }
+      generation_ = generation;
+      rolling_back_ = false;
       std::ranges::copy(unpacked.weights, model_->variables().weights().begin());
       for (std::size_t s = 0; s < replies.size(); ++s) tags_[s] = replies[s].header.tag;
       counters_ = counters_of(replies[0].header);
@@ -372,7 +392,58 @@ class Engine {
       Header h;
       h.op = op;
       h.fingerprint = fingerprints_.empty() ? 0 : fingerprints_[s];
+      h.generation = generation_;
       return h;
+    }
+
+    // Every exchange but hello. A shard that lost its state voids this connection: the next
+    // exchange connects again (see Client::check_returned).
+    std::vector<Reply> exchange(
+        std::function<Header(std::size_t)> const& header,
+        std::function<std::vector<zmq::message_t>(std::size_t)> const& payload,
+        std::chrono::milliseconds timeout, std::string const& waiting) {
+      try {
+        return client_->exchange(header, payload, timeout, waiting);
+      } catch (StateLostError const&) {
+        client_.reset();  // its requests are void; no goodbye
+        rolling_back_ = true;
+        throw;
+      }
+    }
+
+    // A worker other than the chief, after a shard lost its state: it connects again (waiting for
+    // every shard with a log line naming it) and pulls the state the chief restores from its latest
+    // checkpoint, then trains on from there. Bounded by ZmqPs::connect_timeout.
+    void recover(StateLostError const& lost) {
+      auto const r = rank();
+      if (options_.log) {
+        *options_.log << lost.what() << "\nconvoy: worker " << r
+                      << " waits for the chief to roll the shards back to its latest checkpoint"
+                      << std::endl;
+      }
+      auto const deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
+      for (;;) {
+        auto const before = generation_;
+        connect();
+        generation_ = std::max(before + 1, generation_);  // the rollback after `lost`, or later
+        auto const left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        try {
+          auto replies = exchange([&](std::size_t s) { return request(Op::pull, s); }, {},
+                                  std::max(left, std::chrono::milliseconds(1)),
+                                  "to be rolled back by the chief to its latest checkpoint");
+          take_weights(replies);
+          rolling_back_ = false;
+          if (options_.log) {
+            *options_.log << "convoy: worker " << r << " carries on from global step "
+                          << counters_.global_step << " (generation " << generation_ << ")"
+                          << std::endl;
+          }
+          return;
+        } catch (StateLostError const&) {  // rolled back once more meanwhile: pull that state
+          if (std::chrono::steady_clock::now() > deadline) throw;
+        }
+      }
     }
 
     // Connects and says hello once.
@@ -401,7 +472,10 @@ class Engine {
       initialized_.clear();
       for (auto const& r : replies) initialized_.push_back(r.header.initialized != 0);
       tags_.assign(replies.size(), 0);
-      for (std::size_t s = 0; s < replies.size(); ++s) tags_[s] = replies[s].header.tag;
+      for (std::size_t s = 0; s < replies.size(); ++s) {
+        tags_[s] = replies[s].header.tag;
+        generation_ = std::max(generation_, replies[s].header.generation);
+      }
       counters_ = counters_of(replies[0].header);
     }
 
@@ -412,7 +486,7 @@ class Engine {
       if (cluster_.is_chief()) {
         bool any = std::find(initialized_.begin(), initialized_.end(), false) != initialized_.end();
         if (any) {
-          client_->exchange([&](std::size_t s) { return request(Op::init, s); },
+          exchange([&](std::size_t s) { return request(Op::init, s); },
                             [&](std::size_t s) {
                               std::vector<zmq::message_t> frames;
                               for (auto const* p : pieces_[s]) {
@@ -424,9 +498,9 @@ class Engine {
                             sync_.timeout, "to take the initial weights");
         }
       }
-      auto replies = client_->exchange([&](std::size_t s) { return request(Op::pull, s); }, {},
-                                       options_.connect_timeout,
-                                       "to be initialized by the chief and send its weights");
+      auto replies = exchange([&](std::size_t s) { return request(Op::pull, s); }, {},
+                              options_.connect_timeout,
+                              "to be initialized by the chief and send its weights");
       take_weights(replies);
       pulled_ = true;
     }
@@ -484,6 +558,8 @@ class Engine {
     std::vector<bool> initialized_;
     std::vector<std::int64_t> tags_;
     bool pulled_ = false;
+    std::uint64_t generation_ = 0;  ///< rollbacks so far, as the shards count them
+    bool rolling_back_ = false;     ///< a shard lost its state: the next restore is a rollback
   };
 
   template <class Comm>

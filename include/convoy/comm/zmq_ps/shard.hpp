@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -264,6 +265,7 @@ class Shard {
     std::int64_t tag = 0;  ///< push: the step its gradient went into
     std::uint64_t sequence = 0;
     float loss = 0.0f;  ///< apply-at-once: its own update's loss
+    std::uint64_t generation = 0;  ///< the request's: a pull of a later one waits for its restore
   };
   /// A worker's last push: its number and its answer, to answer a copy sent again without
   /// applying it twice.
@@ -376,7 +378,23 @@ class Shard {
       reply_error(frames[0], h, e.what());
       return;
     }
+    // A request from before a rollback (its worker has not heard of it yet): the answer carries
+    // the new generation, and its worker starts over from the restored state.
+    if (h.op != Op::hello && h.op != Op::bye && h.generation < generation_) {
+      reply_error(frames[0], h,
+                  "convoy: " + name() + " was rolled back to a checkpoint (generation " +
+                      std::to_string(generation_) + "); this " + describe(h.op) +
+                      " of generation " + std::to_string(h.generation) + " is void");
+      return;
+    }
     try {
+      // Only a restore raises the generation, and only a pull may wait for it.
+      if (h.generation > generation_ && h.op != Op::restore && h.op != Op::pull &&
+          h.op != Op::hello && h.op != Op::bye) {
+        throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " sent a " +
+                            describe(h.op) + " of generation " + std::to_string(h.generation) +
+                            " to " + name() + ", which is at " + std::to_string(generation_));
+      }
       if (answer_resent(frames, h)) return;
       switch (h.op) {
         case Op::hello: return hello(frames, h);
@@ -422,7 +440,9 @@ class Shard {
   }
 
   void hello(std::vector<zmq::message_t>& frames, Header const& h) {
-    last_push_[h.worker] = {};  // a worker started again numbers its requests from 1 again
+    // A worker started again numbers its requests from 1 again; a worker's probe (sequence 0,
+    // asked of a shard whose connection came back) is the same process and keeps its numbers.
+    if (h.sequence != 0) last_push_[h.worker] = {};
     if (h.fingerprint != fingerprint_ || h.text != optimizer_.name()) {
       reply_error(frames[0], h,
                   "convoy: worker " + std::to_string(h.worker) + " and " + name() +
@@ -452,7 +472,9 @@ class Shard {
   void restore(std::vector<zmq::message_t>& frames, Header const& h) {
     std::size_t const slots = optimizer_.slot_names().size();
     check_payload(frames, h, 1 + slots);
-    if (std::any_of(waiting_.begin(), waiting_.end(), [](Waiting const& w) { return w.op == Op::push; })) {
+    bool const pushes_wait = std::any_of(waiting_.begin(), waiting_.end(),
+                                         [](Waiting const& w) { return w.op == Op::push; });
+    if (h.generation == generation_ && pushes_wait) {
       reply_error(frames[0], h,
                   "convoy: " + name() + " cannot restore while workers' gradients wait for step " +
                       std::to_string(rules_.open_step() + 1) +
@@ -475,6 +497,7 @@ class Shard {
                           std::to_string(h.optimizer_updates) + " optimizer updates); restore "
                           "from a checkpoint convoy wrote");
     }
+    if (h.generation > generation_) roll_back(h);
     std::vector<float> scratch;
     write_weights(frames, 2, scratch);
     for (std::size_t s = 0; s < slots; ++s) {
@@ -502,6 +525,7 @@ class Shard {
     if (!initialized_) {
       throw ProtocolError("convoy: a push reached " + name() + " before its weights were initialized");
     }
+    void_earlier(h.worker, h.generation);
     if (waits(h.worker)) {
       throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " pushed to " + name() +
                           " while its previous request waits");
@@ -533,7 +557,8 @@ class Shard {
         for (std::size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
       }
       loss_sum_ += h.loss;
-      waiting_.push_back(Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, 0.0f});
+      waiting_.push_back(
+          Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, 0.0f, h.generation});
       if (!rules_.accumulated(w)) return;
       auto const m = rules_.gradients_per_update();
       update_loss_ = loss_sum_ / static_cast<float>(m);
@@ -556,18 +581,21 @@ class Shard {
       ++counters_.global_step;
       ++counters_.applied;
       rules_.applied(w);
-      waiting_.push_back(Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, h.loss});
+      waiting_.push_back(
+          Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, h.loss, h.generation});
     }
     release();
   }
 
   void pull(std::vector<zmq::message_t>& frames, Header const& h) {
     check_payload(frames, h, 0);
+    void_earlier(h.worker, h.generation);
     if (waits(h.worker)) {
       throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " pulled from " + name() +
                           " while its previous request waits");
     }
-    waiting_.push_back(Waiting{std::move(frames[0]), h.worker, Op::pull, h.tag, h.sequence, 0.0f});
+    waiting_.push_back(
+        Waiting{std::move(frames[0]), h.worker, Op::pull, h.tag, h.sequence, 0.0f, h.generation});
     release();
   }
 
@@ -627,6 +655,51 @@ class Shard {
     release();
   }
 
+  // A restore of a later generation: the chief rolls the cluster back to a checkpoint after a
+  // shard lost its state. What waits from before is void (its workers connect again and pull the
+  // restored state); the restore then replaces weights, slots, counters and the open step.
+  void roll_back(Header const& h) {
+    generation_ = h.generation;  // first: each refusal below tells its worker the new generation
+    auto const voided = void_waiting(
+        [&](Waiting const& w) { return w.generation < h.generation; },
+        "convoy: " + name() + " was rolled back to a checkpoint by worker " +
+            std::to_string(h.worker) + "; this request is void");
+    if (options_.log) {
+      *options_.log << "convoy: " << name() << " rolled back to global step " << h.global_step
+                    << " by worker " << h.worker << "'s restore (generation " << generation_
+                    << "); " << voided << " waiting request(s) voided" << std::endl;
+    }
+  }
+
+  // A worker whose request of a later generation comes while one of an earlier waits has connected
+  // again after a shard lost its state: the earlier one is void. A worker keeps at most one
+  // request waiting, whatever its generations.
+  void void_earlier(std::uint32_t worker, std::uint64_t generation) {
+    void_waiting([&](Waiting const& w) { return w.worker == worker && w.generation < generation; },
+                 "convoy: worker " + std::to_string(worker) + " sent " + name() +
+                     " a request of a later generation; this one is void");
+  }
+
+  // Answers the waiting requests `is_void` picks with an error saying `why`, and drops them.
+  template <class Pick>
+  std::size_t void_waiting(Pick is_void, std::string const& why) {
+    std::size_t voided = 0;
+    for (std::size_t i = 0; i < waiting_.size();) {
+      if (!is_void(waiting_[i])) {
+        ++i;
+        continue;
+      }
+      Header request;
+      request.op = waiting_[i].op;
+      request.worker = waiting_[i].worker;
+      request.sequence = waiting_[i].sequence;
+      reply_error(waiting_[i].peer, request, why);
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+      ++voided;
+    }
+    return voided;
+  }
+
   // The open step can never complete: drop what it summed and tell its waiting workers.
   void stop_waiting_pushes() {
     if constexpr (requires { rules_.discard(); }) {
@@ -657,7 +730,7 @@ class Shard {
   void release() {
     for (std::size_t i = 0; i < waiting_.size();) {
       auto& wait = waiting_[i];
-      bool ready = initialized_;
+      bool ready = initialized_ && wait.generation <= generation_;
       if (ready && wait.op == Op::push) {
         if (rules_.accumulates()) {
           ready = rules_.open_step() != wait.tag;  // its step was applied
@@ -766,6 +839,8 @@ class Shard {
     h.dropped = counters_.dropped;
     h.optimizer_updates = slots_.updates;
     h.initialized = initialized_ ? 1 : 0;
+    h.generation = generation_;
+    h.instance = instance_;
     h.local = counters_.local_steps;
     h.text = std::move(text);
     send(peer, h, std::move(payload));
@@ -777,6 +852,8 @@ class Shard {
     h.worker = request.worker;
     h.sequence = request.sequence;
     h.shard = static_cast<std::uint32_t>(options_.index);
+    h.generation = generation_;
+    h.instance = instance_;
     h.text = why;
     send(peer, h, {});
   }
@@ -819,6 +896,9 @@ class Shard {
   float loss_sum_ = 0.0f;
   float update_loss_ = 0.0f;
   bool initialized_ = false;
+  std::uint64_t generation_ = 0;  ///< rollbacks to a checkpoint so far (see Header::generation)
+  std::uint64_t const instance_ =  ///< drawn once per process (see Header::instance)
+      std::random_device{}() | std::uint64_t{std::random_device{}()} << 32;
   std::vector<Waiting> waiting_;
   std::vector<std::size_t> goodbyes_;
   std::int64_t malformed_ = 0;

@@ -25,7 +25,7 @@
 namespace convoy::comm::zmq_ps {
 
 inline constexpr std::uint32_t wire_magic = 0x53505643;  // "CVPS" read as little-endian bytes
-inline constexpr std::uint32_t protocol_version = 2;  // 2: Op::save
+inline constexpr std::uint32_t protocol_version = 3;  // 2: Op::save; 3: generation, instance
 /// Headers are small; a frame claiming more is refused before it is read.
 inline constexpr std::size_t max_header_bytes = 64 * 1024;
 
@@ -70,6 +70,12 @@ struct Header {
   std::int64_t dropped = 0;
   std::int64_t optimizer_updates = 0;
   std::uint8_t initialized = 0;     ///< hello reply: whether the shard holds weights yet
+  /// How many times the cluster was rolled back to a checkpoint after losing a shard's state.
+  /// Requests: the worker's; a restore raising it is a rollback. Replies: the shard's.
+  std::uint64_t generation = 0;
+  /// Replies: a number the shard's process drew when it started. Another number is another
+  /// process (a restarted ps task), which holds nothing of the last one's state.
+  std::uint64_t instance = 0;
   std::vector<std::int64_t> local;  ///< every worker's applied steps
   std::string text;                 ///< hello: the optimizer's name; error: the reason
 
@@ -78,7 +84,7 @@ struct Header {
     ar(magic, version);
     if (magic != wire_magic || version != protocol_version) return;  // the reader says which
     ar(op, status, worker, shard, sequence, tag, fingerprint, frames, loss, seconds, global_step, applied,
-       dropped, optimizer_updates, initialized, local, text);
+       dropped, optimizer_updates, initialized, generation, instance, local, text);
   }
 };
 
@@ -143,7 +149,8 @@ inline Header decode(zmq::message_t const& frame, std::string const& from) {
     // Cereal reads a vector's or string's size before its elements: bound both by the frame.
     std::size_t const limit = frame.size();
     ar(h.op, h.status, h.worker, h.shard, h.sequence, h.tag, h.fingerprint, h.frames, h.loss, h.seconds,
-       h.global_step, h.applied, h.dropped, h.optimizer_updates, h.initialized);
+       h.global_step, h.applied, h.dropped, h.optimizer_updates, h.initialized, h.generation,
+       h.instance);
     cereal::size_type n = 0;
     ar(cereal::make_size_tag(n));
     if (n > limit / sizeof(std::int64_t)) throw ProtocolError("convoy: bad counter list");
