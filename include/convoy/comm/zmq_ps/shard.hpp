@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <ostream>
 #include <span>
 #include <string>
@@ -217,7 +218,7 @@ class Shard {
     if (!failure_.empty()) throw Error(failure_);
     if (options_.log) {
       *options_.log << "convoy: " << name() << " done: every worker said goodbye";
-      if (departed() > 0) *options_.log << " but " << departed_names() << ", lost";
+      if (departed() > 0) *options_.log << " but " << departed_names() << " (lost)";
       *options_.log << " at global step "
                     << counters_.global_step << " (" << counters_.applied << " gradients applied, "
                     << counters_.dropped << " dropped, " << malformed_ << " malformed messages";
@@ -297,12 +298,23 @@ class Shard {
 
   std::string worker_name(std::size_t w) const { return "worker " + std::to_string(w); }
 
+  // A worker's connection: the ROUTER socket's identity for it is never given to another one.
+  struct Peer {
+    std::size_t worker = 0;
+    std::string address;
+    std::string identity;
+  };
   // Which worker each connection (file descriptor) carries, from its messages.
-  void remember_peer(zmq::message_t& header, std::size_t worker) {
+  void remember_peer(zmq::message_t const& identity, zmq::message_t& header, std::size_t worker) {
     int const fd = header.get(ZMQ_SRCFD);
-    if (peers_.contains(fd)) return;  // known: no address to read or copy again
+    auto const known = peers_.find(fd);
+    // Known: no address to read or copy again (unless the descriptor is another connection's now).
+    if (known != peers_.end() && known->second.worker == worker &&
+        known->second.identity == identity.to_string_view()) {
+      return;
+    }
     char const* address = header.gets("Peer-Address");
-    peers_.emplace(fd, std::pair<std::size_t, std::string>{worker, address ? address : "?"});
+    peers_.insert_or_assign(fd, Peer{worker, address ? address : "?", identity.to_string()});
   }
   // A connection closed: a worker that has not said goodbye went away or (heartbeats) silent.
   void lost_peer(zmq::socket_t& peers) {
@@ -315,12 +327,14 @@ class Shard {
     std::memcpy(&fd, static_cast<char const*>(event[0].data()) + 2, 4);
     auto const it = peers_.find(fd);
     if (it == peers_.end()) return;
-    auto const [worker, address] = it->second;
+    auto const [worker, address, identity] = it->second;
     peers_.erase(it);
     if (std::find(goodbyes_.begin(), goodbyes_.end(), worker) != goodbyes_.end()) return;
+    // What it sent before it closed may still wait to be read: that is dropped (see handle()).
+    closed_.insert(identity);
     // Another connection of it is up: it came back before this one's end was seen.
     for (auto const& [other, peer] : peers_) {
-      if (peer.first == worker) return;
+      if (peer.worker == worker) return;
     }
     ++lost_;
     worker_lost(worker, address);
@@ -409,6 +423,9 @@ class Shard {
 
   // One request: [peer id, header, payload...].
   void handle(std::vector<zmq::message_t>& frames) {
+    // Read after its connection closed and its worker was lost: nobody is left to answer, and
+    // taking it would make a dead worker look back.
+    if (!closed_.empty() && closed_.contains(frames[0].to_string())) return;
     std::string const from = "a peer of " + name();
     Header h;
     try {
@@ -418,7 +435,7 @@ class Shard {
                             " workers; a message names worker " + std::to_string(h.worker));
       }
       // A lost connection is named by the worker that last spoke on it.
-      if (socket_) remember_peer(frames[1], h.worker);
+      if (socket_) remember_peer(frames[0], frames[1], h.worker);
       if (h.frames != frames.size() - 2) {
         throw ProtocolError("convoy: a " + describe(h.op) + " announces " +
                             std::to_string(h.frames) + " payload frames and carries " +
@@ -877,7 +894,8 @@ class Shard {
   std::int64_t malformed_ = 0;
   std::int64_t refused_ = 0;
   std::int64_t lost_ = 0;
-  std::map<int, std::pair<std::size_t, std::string>> peers_;  ///< fd -> worker, its address
+  std::map<int, Peer> peers_;   ///< connections by file descriptor
+  std::set<std::string> closed_;  ///< identities of lost workers' closed connections
   std::int64_t largest_lead_ = 0;  ///< bounded staleness: the most clocks a released worker led by
   zmq::socket_t* socket_ = nullptr;
   std::vector<std::vector<zmq::message_t>>* outbox_ = nullptr;  ///< handle_message()'s answers
