@@ -207,34 +207,39 @@ TEST_CASE("asynchronous Fashion-MNIST: a worker killed mid-run does not stop the
   char const* example = std::getenv("CONVOY_FASHION_MNIST_PROGRAM");
   REQUIRE_MESSAGE(example != nullptr, "set CONVOY_FASHION_MNIST_PROGRAM (ctest does)");
   testing::TempDir dir("ps-kill-fashion");
-  TestCluster c{dir.path, {example, "--strategy", "ps-async", "--steps", "1000", "--batch", "1000",
-                       "--lr", "0.002", "--log-every", "200"}};
+  // stdbuf: the progress lines reach the log as they are written, so the test sees where the run
+  // is. Worker 1 is killed once the cluster has passed global step 200 of 1200.
+  TestCluster c{dir.path, {"/usr/bin/stdbuf", "-oL", example, "--strategy", "ps-async", "--steps",
+                           "1200", "--batch", "1000", "--lr", "0.002", "--log-every", "100"}};
   auto const start = clock_type::now();
   c.start(1, 2);
-  // Killed once the shard has applied some of its gradients: the ps logs nothing per step, so
-  // the kill waits for the shard's first answer and then a few seconds of training.
-  REQUIRE(wait_until([&] { return read_text(c.dir / "ps0.log").find("initialized by") !=
-                                  std::string::npos; },
-                     30s));
-  std::this_thread::sleep_for(6s);
+  auto const global_step = [&] {  // the last progress line's "(N global steps)"
+    auto const log = read_text(c.dir / "worker0.log");
+    auto const at = log.rfind(" global steps)");
+    if (at == std::string::npos) return 0L;
+    return std::atol(log.c_str() + log.rfind('(', at) + 1);
+  };
+  REQUIRE(wait_until([&] { return global_step() >= 200; }, 120s));
+  auto const killed_at = global_step();
   c.kill(1);
   CHECK_MESSAGE(c.worker(1).status == 128 + SIGKILL, "worker 1 ended before the kill");
-  int const hangs = c.finish(90s);
+  int const hangs = c.finish(120s);
   auto const seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   c.print_failures(1);
   CHECK(hangs == 0);
   CHECK(c.tasks[0].status == 0);
   CHECK(c.worker(0).status == 0);
   auto const ps = read_text(c.dir / "ps0.log");
-  CHECK(ps.find("lost worker 1 at 127.0.0.1: its connection closed; it counts as departed") !=
-        std::string::npos);
-  CHECK(ps.find("done: every worker said goodbye but worker 1 (lost) at global step 1000") !=
+  CHECK(ps.find("lost worker 1 at 127.0.0.1: its connection closed; it counts as departed under "
+                "Asynchronous, 1 worker(s) go on") != std::string::npos);
+  CHECK(ps.find("done: every worker said goodbye but worker 1 (lost) at global step 1200") !=
         std::string::npos);
   auto const out = read_text(c.dir / "worker0.log");
   auto const at = out.find("test accuracy: ");
   REQUIRE_MESSAGE(at != std::string::npos, out);
   double const accuracy = std::atof(out.c_str() + at + 15);
-  std::cout << "Fashion-MNIST, ps-async, 1 ps + 2 workers, worker 1 killed: test accuracy "
+  std::cout << "Fashion-MNIST, ps-async, 1 ps + 2 workers, worker 1 killed after global step "
+            << killed_at << " of 1200: test accuracy "
             << accuracy << " in " << seconds << " s\n";
   CHECK(accuracy >= 0.87);
 }
