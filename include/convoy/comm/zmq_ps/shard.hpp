@@ -16,8 +16,8 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <ostream>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
