@@ -99,6 +99,86 @@ struct Task {
   std::filesystem::path log;  ///< its stdout and stderr
 };
 
+/// The TF_CONFIG "cluster" of `ps` ps tasks and `workers` workers on free loopback ports.
+inline std::string cluster_spec(int ps, int workers) {
+  auto list = [&](int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) {
+      out += std::string(i ? "," : "") + "\"127.0.0.1:" + std::to_string(free_port()) + "\"";
+    }
+    return out;
+  };
+  return "{\"ps\": [" + list(ps) + "], \"worker\": [" + list(workers) + "]}";
+}
+
+/// This process's environment without any launcher's variables, plus `more`.
+inline std::vector<std::string> task_environment(std::vector<std::string> const& more) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    if (!set_by_a_launcher(*e)) env.emplace_back(*e);
+  }
+  env.insert(env.end(), more.begin(), more.end());
+  return env;
+}
+
+/// TF_CONFIG for task `job`:`index` of the cluster `spec` (cluster_spec()).
+inline std::string tf_config(std::string const& spec, std::string const& job, int index) {
+  return "TF_CONFIG={\"cluster\": " + spec + ", \"task\": {\"type\": \"" + job +
+         "\", \"index\": " + std::to_string(index) + "}}";
+}
+
+/// Starts `argv` with `env`, its stdout and stderr into `log`; returns its process id.
+inline pid_t spawn(std::vector<std::string> argv, std::vector<std::string> env,
+                   std::filesystem::path const& log) {
+  std::vector<char*> args, envp;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string const log_path = log.string();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  int const rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("cannot start " + argv[0]);
+  return pid;
+}
+
+/// Reaps `t` if it has ended; true once it has (its status set).
+inline bool reap(Task& t, int flags = WNOHANG) {
+  if (t.pid < 0) return true;
+  int status = 0;
+  if (::waitpid(t.pid, &status, flags) != t.pid) return false;
+  t.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  t.pid = -1;
+  return true;
+}
+
+/// Waits until every task has ended or `deadline` passes; then kills what is left (status -1).
+/// Returns how many were killed at the deadline.
+inline int finish(std::vector<Task>& tasks, std::chrono::steady_clock::time_point deadline) {
+  std::size_t left = tasks.size();
+  while (left > 0 && std::chrono::steady_clock::now() < deadline) {
+    left = 0;
+    for (auto& t : tasks) left += reap(t) ? 0 : 1;
+    if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  int killed = 0;
+  for (auto& t : tasks) {
+    if (t.pid > 0) {
+      ::kill(t.pid, SIGKILL);
+      ::waitpid(t.pid, nullptr, 0);
+      t.pid = -1;
+      ++killed;
+    }
+  }
+  return killed;
+}
+
 /// Starts `ps` ps tasks and `workers` workers of `program --task scenario dir`, each with its
 /// TF_CONFIG (or, when `launcher` is named, the variables that launcher sets); waits at most
 /// `limit` for all of them. Returns the tasks with their exit statuses.
@@ -107,14 +187,7 @@ inline std::vector<Task> run_cluster(std::string program, std::string const& sce
                                      std::string const& launcher = {},
                                      std::chrono::seconds limit = std::chrono::seconds(120)) {
   int const base = launcher.empty() ? 0 : free_port_block(ps + workers);
-  auto list = [&](int n) {
-    std::string out;
-    for (int i = 0; i < n; ++i) {
-      out += std::string(i ? "," : "") + "\"127.0.0.1:" + std::to_string(free_port()) + "\"";
-    }
-    return out;
-  };
-  std::string const spec = "{\"ps\": [" + list(ps) + "], \"worker\": [" + list(workers) + "]}";
+  std::string const spec = cluster_spec(ps, workers);
   std::vector<Task> tasks;
   for (int i = 0; i < ps + workers; ++i) {
     auto& t = tasks.emplace_back();
@@ -123,53 +196,14 @@ inline std::vector<Task> run_cluster(std::string program, std::string const& sce
   }
   for (std::size_t rank = 0; rank < tasks.size(); ++rank) {
     auto& t = tasks[rank];
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-      if (!set_by_a_launcher(*e)) env.emplace_back(*e);
-    }
-    if (launcher.empty()) {
-      env.push_back("TF_CONFIG={\"cluster\": " + spec + ", \"task\": {\"type\": \"" + t.job +
-                    "\", \"index\": " + std::to_string(t.index) + "}}");
-    } else {
-      auto const more =
-          launcher_environment(launcher, static_cast<int>(rank), ps + workers, ps, base);
-      env.insert(env.end(), more.begin(), more.end());
-    }
-    std::vector<char*> envp;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
+    auto const env = task_environment(
+        launcher.empty()
+            ? std::vector<std::string>{tf_config(spec, t.job, t.index)}
+            : launcher_environment(launcher, static_cast<int>(rank), ps + workers, ps, base));
     t.log = dir / (t.job + std::to_string(t.index) + ".log");
-    std::string const log = t.log.string();
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    std::string arg_task = "--task", arg_scenario = scenario, arg_dir = dir.string();
-    char* argv[] = {program.data(), arg_task.data(), arg_scenario.data(), arg_dir.data(), nullptr};
-    int const rc = posix_spawn(&t.pid, program.c_str(), &actions, nullptr, argv, envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) throw std::runtime_error("cannot start " + program);
+    t.pid = spawn({program, "--task", scenario, dir.string()}, env, t.log);
   }
-  auto const deadline = std::chrono::steady_clock::now() + limit;
-  std::size_t left = tasks.size();
-  while (left > 0 && std::chrono::steady_clock::now() < deadline) {
-    for (auto& t : tasks) {
-      if (t.pid < 0) continue;
-      int status = 0;
-      if (::waitpid(t.pid, &status, WNOHANG) == t.pid) {
-        t.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        t.pid = -1;
-        --left;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  for (auto& t : tasks) {
-    if (t.pid > 0) {
-      ::kill(t.pid, SIGKILL);
-      ::waitpid(t.pid, nullptr, 0);
-    }
-  }
+  finish(tasks, std::chrono::steady_clock::now() + limit);
   return tasks;
 }
 

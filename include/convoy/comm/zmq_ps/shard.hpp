@@ -18,6 +18,7 @@
 #include <optional>
 #include <ostream>
 #include <random>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -36,6 +37,7 @@
 #include "../../place/sharded.hpp"
 #include "../../sync/rules.hpp"
 #include "heartbeat.hpp"
+#include "lost_worker.hpp"
 #include "security.hpp"
 #include "wire.hpp"
 
@@ -117,8 +119,9 @@ class Shard {
   std::string name() const { return "ps:" + std::to_string(options_.index); }
   Counters const& counters() const { return counters_; }
 
-  /// Binds and answers workers until every one has said goodbye. Throws Error when the address
-  /// cannot be bound, and TimeoutError when no worker has sent anything for the policy's timeout
+  /// Binds and answers workers until every one has said goodbye or was lost for good (see
+  /// on_loss). Throws Error when the address cannot be bound or a lost worker ends the run (the
+  /// message names it), and TimeoutError when no worker has sent anything for the policy's timeout
   /// while some have not said goodbye (a worker died, or never came).
   void serve() {
     check_bind(name(), options_.endpoint, options_.security);  // before anything is bound
@@ -150,17 +153,16 @@ class Shard {
     constexpr std::size_t curve_overhead = 64;
     socket.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(largest + curve_overhead));
     set_heartbeat(socket, options_.heartbeat);
-    // Lost connections, to name the worker that went silent (heartbeats) or away.
+    // Lost connections, to name the worker that went away (a dead process: the kernel closes
+    // its sockets) or silent (heartbeats), and to apply on_loss to it.
     zmq::socket_t peers(context, zmq::socket_type::pair);
-    if (options_.heartbeat.count() > 0) {
-      std::string const watch = "inproc://convoy-shard-peers";
-      if (::zmq_socket_monitor(socket.handle(), watch.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
-        throw Error("convoy: " + name() + " cannot watch its connections: " +
-                    ::zmq_strerror(::zmq_errno()));
-      }
-      peers.set(zmq::sockopt::linger, 0);
-      peers.connect(watch);
+    std::string const watch = "inproc://convoy-shard-peers";
+    if (::zmq_socket_monitor(socket.handle(), watch.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
+      throw Error("convoy: " + name() + " cannot watch its connections: " +
+                  ::zmq_strerror(::zmq_errno()));
     }
+    peers.set(zmq::sockopt::linger, 0);
+    peers.connect(watch);
     try {
       socket.bind(options_.endpoint);
     } catch (zmq::error_t const& e) {
@@ -177,10 +179,9 @@ class Shard {
     auto last_heard = std::chrono::steady_clock::now();
     std::vector<zmq::message_t> frames;
     std::size_t const most = most_frames();
-    while (goodbyes_.size() < options_.workers) {
-      short const watch_peers = options_.heartbeat.count() > 0 ? ZMQ_POLLIN : 0;
+    while (!over()) {
       zmq::pollitem_t items[3] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
-                                  {peers.handle(), 0, watch_peers, 0},
+                                  {peers.handle(), 0, ZMQ_POLLIN, 0},
                                   {zap ? zap->socket().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, zap ? 3 : 2, std::chrono::milliseconds(200));
       if (zap && (items[2].revents & ZMQ_POLLIN)) {
@@ -192,6 +193,7 @@ class Shard {
       if (!(item.revents & ZMQ_POLLIN)) {
         if (std::chrono::steady_clock::now() - last_heard > sync_.timeout) {
           socket_ = nullptr;
+          if (!failure_.empty()) throw Error(failure_);
           throw TimeoutError("convoy: " + name() + " heard from no worker for " +
                              std::to_string(sync_.timeout.count()) + " ms; " + missing_workers());
         }
@@ -212,10 +214,13 @@ class Shard {
       }
       dispatch(frames, too_many);
     }
-    if (options_.heartbeat.count() > 0) ::zmq_socket_monitor(socket.handle(), nullptr, 0);
+    ::zmq_socket_monitor(socket.handle(), nullptr, 0);
     socket_ = nullptr;
+    if (!failure_.empty()) throw Error(failure_);
     if (options_.log) {
-      *options_.log << "convoy: " << name() << " done: every worker said goodbye at global step "
+      *options_.log << "convoy: " << name() << " done: every worker said goodbye";
+      if (departed() > 0) *options_.log << " but " << departed_names() << " (lost)";
+      *options_.log << " at global step "
                     << counters_.global_step << " (" << counters_.applied << " gradients applied, "
                     << counters_.dropped << " dropped, " << malformed_ << " malformed messages";
       if (options_.security.keys) *options_.log << ", " << refused_ << " worker key(s) refused";
@@ -230,7 +235,7 @@ class Shard {
   std::int64_t malformed() const { return malformed_; }
   /// CURVE: handshakes refused because the worker's key is not authorized.
   std::int64_t refused() const { return refused_; }
-  /// Heartbeats: connections of workers that had not said goodbye, lost (silent or gone).
+  /// Connections of workers that had not said goodbye, lost (gone, or silent past heartbeats).
   std::int64_t lost() const { return lost_; }
   /// Pushes and pulls a worker sent again after losing its connection: answered, never applied
   /// twice.
@@ -274,7 +279,24 @@ class Shard {
     Status status = Status::ok;
   };
 
-  std::size_t live_workers() const { return options_.workers - goodbyes_.size(); }
+  std::size_t live_workers() const { return options_.workers - goodbyes_.size() - departed(); }
+  std::size_t departed() const {
+    return static_cast<std::size_t>(std::count(departed_.begin(), departed_.end(), char{1}));
+  }
+  std::string departed_names() const {
+    std::string out;
+    for (std::size_t w = 0; w < departed_.size(); ++w) {
+      if (departed_[w]) out += (out.empty() ? "" : ", ") + worker_name(w);
+    }
+    return out;
+  }
+  // Every worker said goodbye or was lost for good, and the run has an outcome: some worker
+  // finished, or a loss ended it. With every worker lost and none finished, a restarted one may
+  // still come; the policy's timeout ends that wait.
+  bool over() const {
+    if (goodbyes_.size() + departed() < options_.workers) return false;
+    return !goodbyes_.empty() || !failure_.empty();
+  }
   bool waits(std::uint32_t worker) const {
     return std::any_of(waiting_.begin(), waiting_.end(),
                        [&](Waiting const& w) { return w.worker == worker; });
@@ -287,15 +309,25 @@ class Shard {
 
   std::string worker_name(std::size_t w) const { return "worker " + std::to_string(w); }
 
-  // Heartbeats: which worker each connection (file descriptor) carries, from its messages.
-  void remember_peer(zmq::message_t& header, std::size_t worker) {
+  // A worker's connection: the ROUTER socket's identity for it is never given to another one.
+  struct Peer {
+    std::size_t worker = 0;
+    std::string address;
+    std::string identity;
+  };
+  // Which worker each connection (file descriptor) carries, from its messages.
+  void remember_peer(zmq::message_t const& identity, zmq::message_t& header, std::size_t worker) {
     int const fd = header.get(ZMQ_SRCFD);
-    if (peers_.contains(fd)) return;  // known: no address to read or copy again
+    auto const known = peers_.find(fd);
+    // Known: no address to read or copy again (unless the descriptor is another connection's now).
+    if (known != peers_.end() && known->second.worker == worker &&
+        known->second.identity == identity.to_string_view()) {
+      return;
+    }
     char const* address = header.gets("Peer-Address");
-    peers_.emplace(fd, std::pair<std::size_t, std::string>{worker, address ? address : "?"});
+    peers_.insert_or_assign(fd, Peer{worker, address ? address : "?", identity.to_string()});
   }
-  // A connection closed: a worker that has not said goodbye went silent (no heartbeat answered
-  // for options_.heartbeat) or away.
+  // A connection closed: a worker that has not said goodbye went away or (heartbeats) silent.
   void lost_peer(zmq::socket_t& peers) {
     std::vector<zmq::message_t> event;
     if (!zmq::recv_multipart(peers, std::back_inserter(event), zmq::recv_flags::dontwait) ||
@@ -306,15 +338,71 @@ class Shard {
     std::memcpy(&fd, static_cast<char const*>(event[0].data()) + 2, 4);
     auto const it = peers_.find(fd);
     if (it == peers_.end()) return;
-    auto const [worker, address] = it->second;
+    auto const [worker, address, identity] = it->second;
     peers_.erase(it);
     if (std::find(goodbyes_.begin(), goodbyes_.end(), worker) != goodbyes_.end()) return;
-    ++lost_;
-    if (options_.log) {
-      *options_.log << "convoy: " << name() << " lost " << worker_name(worker) << " at " << address
-                    << ": silent for over " << options_.heartbeat.count()
-                    << " ms, or gone; it is served again if it reconnects" << std::endl;
+    // What it sent before it closed may still wait to be read: that is dropped (see handle()).
+    closed_.insert(identity);
+    // Another connection of it is up: it came back before this one's end was seen.
+    for (auto const& [other, peer] : peers_) {
+      if (peer.worker == worker) return;
     }
+    ++lost_;
+    worker_lost(worker, address);
+  }
+
+  // Applies on_loss to a worker lost before its goodbye, and logs what follows.
+  void worker_lost(std::size_t worker, std::string const& address) {
+    std::string const what = name() + " lost " + worker_name(worker) + " at " + address + ": " +
+        (options_.heartbeat.count() > 0
+             ? "silent for over " + std::to_string(options_.heartbeat.count()) + " ms, or gone"
+             : std::string("its connection closed"));
+    if (departed_[worker] || !failure_.empty()) return;
+    auto const live = live_workers() - 1;
+    switch (on_loss(rules_, options_.workers, live, goodbyes_.size())) {
+      case OnLoss::wait:
+        if (options_.log) {
+          *options_.log << "convoy: " << what << "; the others wait for it under " << Sync::name
+                        << " (up to " << sync_.timeout.count()
+                        << " ms); it is served again if it reconnects" << std::endl;
+        }
+        return;
+      case OnLoss::depart:
+        departed_[worker] = 1;
+        rules_.retire(worker);
+        forget_waiting(worker);
+        if (options_.log) {
+          *options_.log << "convoy: " << what << "; it counts as departed under " << Sync::name
+                        << ", " << live << " worker(s) go on; it is served again if it comes back"
+                        << std::endl;
+        }
+        release();
+        return;
+      case OnLoss::fail:
+        departed_[worker] = 1;
+        forget_waiting(worker);
+        failure_ = "convoy: " + what + "; step " + std::to_string(rules_.open_step() + 1) +
+                   " needs " + std::to_string(rules_.gradients_per_update()) +
+                   " gradients and " + std::to_string(live) + " worker(s) are left, so the " +
+                   std::string(Sync::name) + " run stops (replicas_to_aggregate below the " +
+                   "worker count makes backup workers)";
+        if (options_.log) *options_.log << failure_ << std::endl;
+        for (auto& wait : waiting_) {  // every waiting worker hears it now, the others next time
+          Header h;
+          h.op = wait.op;
+          h.worker = wait.worker;
+          h.sequence = wait.sequence;
+          reply_error(wait.peer, h, failure_);
+        }
+        waiting_.clear();
+        return;
+    }
+  }
+
+  // A lost worker's waiting requests: nobody is left to answer (a gradient already summed into
+  // the open step stays in it).
+  void forget_waiting(std::size_t worker) {
+    std::erase_if(waiting_, [&](Waiting const& w) { return w.worker == worker; });
   }
 
   std::string missing_workers() const {
@@ -346,6 +434,9 @@ class Shard {
 
   // One request: [peer id, header, payload...].
   void handle(std::vector<zmq::message_t>& frames) {
+    // Read after its connection closed and its worker was lost: nobody is left to answer, and
+    // taking it would make a dead worker look back.
+    if (!closed_.empty() && closed_.contains(frames[0].to_string())) return;
     std::string const from = "a peer of " + name();
     Header h;
     try {
@@ -354,8 +445,8 @@ class Shard {
         throw ProtocolError("convoy: " + name() + " has " + std::to_string(options_.workers) +
                             " workers; a message names worker " + std::to_string(h.worker));
       }
-      // Heartbeats name a lost connection by the worker that last spoke on it.
-      if (options_.heartbeat.count() > 0 && socket_) remember_peer(frames[1], h.worker);
+      // A lost connection is named by the worker that last spoke on it.
+      if (socket_) remember_peer(frames[0], frames[1], h.worker);
       if (h.frames != frames.size() - 2) {
         throw ProtocolError("convoy: a " + describe(h.op) + " announces " +
                             std::to_string(h.frames) + " payload frames and carries " +
@@ -387,6 +478,11 @@ class Shard {
                       " of generation " + std::to_string(h.generation) + " is void");
       return;
     }
+    if (!failure_.empty() && h.op != Op::bye) {  // a lost worker ended the run: say so
+      reply_error(frames[0], h, failure_);
+      return;
+    }
+    if (departed_[h.worker]) come_back(h.worker);
     try {
       // Only a restore raises the generation, and only a pull may wait for it.
       if (h.generation > generation_ && h.op != Op::restore && h.op != Op::pull &&
@@ -451,7 +547,19 @@ class Shard {
                       "program with the same options on every task");
       return;
     }
+    // A hello starts a new connection: what the worker's earlier one left waiting is nobody's.
+    forget_waiting(h.worker);
     reply(frames[0], h, Status::ok, {});
+  }
+
+  // A worker counted as departed sends again (a restarted process, or a connection back after
+  // heartbeats dropped it): it is live again, and takes the current weights and counters.
+  void come_back(std::size_t worker) {
+    departed_[worker] = 0;
+    if (options_.log) {
+      *options_.log << "convoy: " << name() << ": " << worker_name(worker)
+                    << " is back, at global step " << counters_.global_step << std::endl;
+    }
   }
 
   void init(std::vector<zmq::message_t>& frames, Header const& h) {
@@ -651,7 +759,7 @@ class Shard {
       rules_.retire(h.worker);
     }
     reply(frames[0], h, Status::ok, {});
-    if (step_unreachable()) stop_waiting_pushes();
+    if (failure_.empty() && step_unreachable()) stop_waiting_pushes();
     release();
   }
 
@@ -901,12 +1009,15 @@ class Shard {
       std::random_device{}() | std::uint64_t{std::random_device{}()} << 32;
   std::vector<Waiting> waiting_;
   std::vector<std::size_t> goodbyes_;
+  std::vector<char> departed_ = std::vector<char>(options_.workers, 0);  ///< lost, counted gone
+  std::string failure_;  ///< set when a lost worker ended the run (on_loss: fail)
   std::int64_t malformed_ = 0;
   std::int64_t refused_ = 0;
   std::int64_t lost_ = 0;
   std::int64_t resent_ = 0;
   std::vector<LastPush> last_push_ = std::vector<LastPush>(options_.workers);
-  std::map<int, std::pair<std::size_t, std::string>> peers_;  ///< fd -> worker, its address
+  std::map<int, Peer> peers_;   ///< connections by file descriptor
+  std::set<std::string> closed_;  ///< identities of lost workers' closed connections
   std::int64_t largest_lead_ = 0;  ///< bounded staleness: the most clocks a released worker led by
   zmq::socket_t* socket_ = nullptr;
   std::vector<std::vector<zmq::message_t>>* outbox_ = nullptr;  ///< handle_message()'s answers

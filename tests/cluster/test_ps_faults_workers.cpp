@@ -1,0 +1,404 @@
+// Workers killed with SIGKILL, and restarted, in parameter-server clusters of real processes on
+// loopback. The program starts itself once per task ("--task <scenario> <dir>") with its
+// TF_CONFIG, as test_ps_cluster does, kills a worker mid-run, and checks what the others do under
+// each Sync policy (docs/parameter_server.md#faults-killed-and-restarted-workers). Every cluster
+// runs against a deadline: a task still running then is killed and counted as a hang.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <convoy/comm/zmq_ps.hpp>
+#include <convoy/convoy.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "processes.hpp"
+#include "synthetic.hpp"
+#include "temp_dir.hpp"
+
+namespace {
+
+using namespace convoy;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+constexpr std::size_t batch_size = 48;
+
+io::Dataset data() { return testing::synthetic_classes(480, 12, 3); }
+
+// The model of test_ps_cluster, slowed on purpose so that a kill lands mid-run.
+struct SlowMlp {
+  nn::Mlp mlp = nn::Mlp({12, 16, 3});
+  int sleep_ms = 0;
+  Variables& variables() { return mlp.variables(); }
+  float forward_backward(Batch const& batch) {
+    if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+    return mlp.forward_backward(batch);
+  }
+  Metrics evaluate(Batch const& batch) { return mlp.evaluate(batch); }
+};
+
+// ---- the tasks ------------------------------------------------------------------------------
+
+// "<policy>:<steps>:<ms a step>:<timeout ms>"; policy: sync (every worker), 1of2 / 2of3
+// (replicas_to_aggregate), async.
+struct Scenario {
+  std::string policy;
+  std::int64_t steps = 0;
+  int sleep_ms = 0;
+  int timeout_ms = 0;
+};
+
+Scenario parse(std::string const& text) {
+  Scenario s;
+  char policy[16] = {};
+  long long steps = 0;
+  if (std::sscanf(text.c_str(), "%15[^:]:%lld:%d:%d", policy, &steps, &s.sleep_ms,
+                  &s.timeout_ms) != 4) {
+    throw Error("bad scenario " + text);
+  }
+  s.policy = policy;
+  s.steps = steps;
+  return s;
+}
+
+// Each task writes its steps as it goes, "<global> <local> <loss>" a line, into
+// steps-<job><index>-<pid>.txt (a restarted worker is another process), and its counters into
+// result-<job><index>.txt when it ends well.
+template <class Sync>
+int run_task(Sync sync, Scenario const& s, std::filesystem::path const& dir) {
+  using S = Strategy<SlowMlp, place::Sharded<>, comm::ZmqPs, Sync>;
+  auto const cluster = Cluster::from_environment();
+  auto const me = cluster.job + std::to_string(cluster.index);
+  SlowMlp m;
+  m.sleep_ms = s.sleep_ms;
+  Trainer<S> trainer{S{m, {}, comm::ZmqPs{.connect_timeout = 20s}, sync}, optim::Adam{0.01f}};
+  std::ofstream steps(dir / ("steps-" + me + "-" + std::to_string(::getpid()) + ".txt"));
+  trainer.fit(data(), {.steps = s.steps,
+                       .batch_size = batch_size,
+                       .log_every = 0,
+                       .callbacks = {[&](StepReport const& r) {
+                         steps << r.global_step << " " << r.local_step << " " << r.loss
+                               << std::endl;  // flushed: the test watches it
+                         return true;
+                       }}});
+  auto const& c = trainer.strategy().counters();
+  std::ofstream(dir / ("result-" + me + ".txt"))
+      << c.global_step << " " << c.applied << " " << c.dropped << "\n";
+  return 0;
+}
+
+int task(std::string const& text, std::filesystem::path const& dir) {
+  auto const s = parse(text);
+  std::chrono::milliseconds const timeout{s.timeout_ms};
+  if (s.policy == "sync") return run_task(sync::Synchronous{.timeout = timeout}, s, dir);
+  if (s.policy == "1of2" || s.policy == "2of3") {
+    int const m = s.policy[0] - '0';
+    return run_task(sync::Synchronous{.replicas_to_aggregate = m, .timeout = timeout}, s, dir);
+  }
+  if (s.policy == "async") return run_task(sync::Asynchronous{.timeout = timeout}, s, dir);
+  throw Error("unknown policy " + s.policy);
+}
+
+// ---- the test's side ------------------------------------------------------------------------
+
+std::string program;
+
+std::string read_text(std::filesystem::path const& file) {
+  std::ifstream in(file);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Step {
+  std::int64_t global = 0, local = 0;
+  float loss = 0.0f;
+};
+std::vector<Step> read_steps(std::filesystem::path const& file) {
+  std::vector<Step> out;
+  std::ifstream in(file);
+  for (Step s; in >> s.global >> s.local >> s.loss;) out.push_back(s);
+  return out;
+}
+
+// Waits until `ready` or `limit`; returns whether it became ready.
+bool wait_until(std::function<bool()> const& ready, std::chrono::milliseconds limit) {
+  auto const deadline = clock_type::now() + limit;
+  while (!ready()) {
+    if (clock_type::now() > deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+// A cluster of real processes: ps tasks first, then workers, each started with its TF_CONFIG.
+struct TestCluster {
+  std::filesystem::path dir;
+  std::vector<std::string> command;  ///< every task's program and arguments
+  std::string spec = {};
+  std::vector<testing::Task> tasks = {};
+  int ps = 0;
+
+  void start(int ps_tasks, int workers) {
+    ps = ps_tasks;
+    spec = testing::cluster_spec(ps_tasks, workers);
+    for (int i = 0; i < ps_tasks + workers; ++i) {
+      auto& t = tasks.emplace_back();
+      t.job = i < ps_tasks ? "ps" : "worker";
+      t.index = i < ps_tasks ? i : i - ps_tasks;
+      launch(t, t.job + std::to_string(t.index) + ".log");
+    }
+  }
+  /// A test that stops early (a failed REQUIRE) leaves no task behind.
+  ~TestCluster() { testing::finish(tasks, clock_type::now()); }
+  testing::Task& worker(int i) { return tasks[static_cast<std::size_t>(ps + i)]; }
+  void launch(testing::Task& t, std::string const& log) {
+    t.log = dir / log;
+    t.status = -1;
+    t.pid = testing::spawn(command, testing::task_environment({testing::tf_config(spec, t.job, t.index)}),
+                           t.log);
+  }
+  std::filesystem::path steps_file(int worker_index) {
+    return dir / ("steps-worker" + std::to_string(worker_index) + "-" +
+                  std::to_string(worker(worker_index).pid) + ".txt");
+  }
+  void kill(int worker_index) {
+    auto& t = worker(worker_index);
+    if (t.pid > 0) ::kill(t.pid, SIGKILL);
+    testing::reap(t, 0);
+  }
+  /// Waits for every task up to `limit`; returns how many had to be killed (hangs).
+  int finish(std::chrono::milliseconds limit) {
+    return testing::finish(tasks, clock_type::now() + limit);
+  }
+  void print_failures(int killed_worker) {
+    for (auto& t : tasks) {
+      if (t.status != 0 && !(t.job == "worker" && t.index == killed_worker)) {
+        std::cout << "---- " << t.job << ":" << t.index << " (status " << t.status << ")\n"
+                  << read_text(t.log) << "\n";
+      }
+    }
+  }
+};
+
+TestCluster self_cluster(std::filesystem::path const& dir, std::string const& scenario) {
+  return TestCluster{dir, {program, "--task", scenario, dir.string()}};
+}
+
+std::int64_t result_step(std::filesystem::path const& file) {
+  std::ifstream in(file);
+  std::int64_t global = -1;
+  in >> global;
+  return global;
+}
+
+}  // namespace
+
+TEST_CASE("asynchronous Fashion-MNIST: a worker killed mid-run does not stop the others, which reach 0.87") {
+  char const* example = std::getenv("CONVOY_FASHION_MNIST_PROGRAM");
+  REQUIRE_MESSAGE(example != nullptr, "set CONVOY_FASHION_MNIST_PROGRAM (ctest does)");
+  testing::TempDir dir("ps-kill-fashion");
+  // stdbuf: the progress lines reach the log as they are written, so the test sees where the run
+  // is. Worker 1 is killed once the cluster has passed global step 200 of 1200.
+  TestCluster c{dir.path, {"/usr/bin/stdbuf", "-oL", example, "--strategy", "ps-async", "--steps",
+                           "1200", "--batch", "1000", "--lr", "0.002", "--log-every", "100"}};
+  auto const start = clock_type::now();
+  c.start(1, 2);
+  auto const global_step = [&] {  // the last progress line's "(N global steps)"
+    auto const log = read_text(c.dir / "worker0.log");
+    auto const at = log.rfind(" global steps)");
+    if (at == std::string::npos) return 0L;
+    return std::atol(log.c_str() + log.rfind('(', at) + 1);
+  };
+  REQUIRE(wait_until([&] { return global_step() >= 200; }, 120s));
+  auto const killed_at = global_step();
+  c.kill(1);
+  CHECK_MESSAGE(c.worker(1).status == 128 + SIGKILL, "worker 1 ended before the kill");
+  int const hangs = c.finish(120s);
+  auto const seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  c.print_failures(1);
+  CHECK(hangs == 0);
+  CHECK(c.tasks[0].status == 0);
+  CHECK(c.worker(0).status == 0);
+  auto const ps = read_text(c.dir / "ps0.log");
+  CHECK(ps.find("lost worker 1 at 127.0.0.1: its connection closed; it counts as departed under "
+                "Asynchronous, 1 worker(s) go on") != std::string::npos);
+  CHECK(ps.find("done: every worker said goodbye but worker 1 (lost) at global step 1200") !=
+        std::string::npos);
+  auto const out = read_text(c.dir / "worker0.log");
+  auto const at = out.find("test accuracy: ");
+  REQUIRE_MESSAGE(at != std::string::npos, out);
+  double const accuracy = std::atof(out.c_str() + at + 15);
+  std::cout << "Fashion-MNIST, ps-async, 1 ps + 2 workers, worker 1 killed after global step "
+            << killed_at << " of 1200: test accuracy "
+            << accuracy << " in " << seconds << " s\n";
+  CHECK(accuracy >= 0.87);
+}
+
+TEST_CASE("a restarted worker rejoins and starts from the shards' current weights and steps") {
+  testing::TempDir dir("ps-restart");
+  auto c = self_cluster(dir.path, "async:400:15:20000");
+  c.start(2, 2);
+  auto const first = c.steps_file(1);
+  REQUIRE(wait_until([&] { return read_steps(first).size() >= 20; }, 30s));
+  c.kill(1);
+  auto const before = read_steps(first);
+  REQUIRE(wait_until([&] {
+    auto const log = read_text(c.dir / "ps0.log") + read_text(c.dir / "ps1.log");
+    return log.find("ps:0 lost worker 1") != std::string::npos &&
+           log.find("ps:1 lost worker 1") != std::string::npos;
+  }, 10s));
+  c.launch(c.worker(1), "worker1-again.log");
+  auto const again = c.steps_file(1);
+  REQUIRE(wait_until([&] { return !read_steps(again).empty(); }, 30s));
+  int const hangs = c.finish(60s);
+  c.print_failures(-1);
+  CHECK(hangs == 0);
+  for (auto const& t : c.tasks) CHECK_MESSAGE(t.status == 0, t.job << t.index);
+  auto const after = read_steps(again);
+  REQUIRE(after.size() > 5);
+  // Its first step continues the killed process's count and the cluster's global step, and its
+  // first loss is the trained model's, not that of the initial weights (the same in every
+  // process: the model's default seed) it would have started from.
+  using Local = Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous>;
+  Trainer<Local> initial{Local{nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 1}},
+                         optim::Adam{0.01f}};
+  auto const initial_loss = initial.evaluate(data()).mean_loss();
+  CHECK(after.front().local >= before.back().local + 1);
+  CHECK(after.front().global > before.back().global);
+  CHECK(after.front().loss < 0.6 * initial_loss);
+  std::cout << "restarted worker 1: killed at local step " << before.back().local << " (global "
+            << before.back().global << ", loss " << before.back().loss << "), rejoined at local "
+            << after.front().local << " (global " << after.front().global << ", loss "
+            << after.front().loss << "); the initial weights' loss is " << initial_loss << "\n";
+  for (auto const* ps : {"ps0.log", "ps1.log"}) {
+    CHECK(read_text(c.dir / ps).find("worker 1 is back") != std::string::npos);
+  }
+  CHECK(result_step(c.dir / "result-ps0.txt") >= 400);
+}
+
+TEST_CASE("synchronous with a backup worker: a killed worker is absorbed and the run finishes") {
+  testing::TempDir dir("ps-backup");
+  auto c = self_cluster(dir.path, "2of3:60:10:20000");
+  c.start(1, 3);
+  REQUIRE(wait_until([&] { return read_steps(c.steps_file(2)).size() >= 10; }, 30s));
+  c.kill(2);
+  int const hangs = c.finish(60s);
+  c.print_failures(2);
+  CHECK(hangs == 0);
+  CHECK(c.tasks[0].status == 0);
+  CHECK(c.worker(0).status == 0);
+  CHECK(c.worker(1).status == 0);
+  CHECK(result_step(c.dir / "result-ps0.txt") == 60);
+  CHECK(read_text(c.dir / "ps0.log").find("lost worker 2 at 127.0.0.1: its connection closed; "
+                                          "it counts as departed under Synchronous, 2 worker(s) "
+                                          "go on") != std::string::npos);
+}
+
+TEST_CASE("synchronous without backups: every live task stops at once with an error naming the killed worker") {
+  testing::TempDir dir("ps-no-backup");
+  constexpr int timeout_ms = 8000;
+  auto c = self_cluster(dir.path, "sync:400:10:" + std::to_string(timeout_ms));
+  c.start(2, 2);
+  REQUIRE(wait_until([&] { return read_steps(c.steps_file(1)).size() >= 10; }, 30s));
+  c.kill(1);
+  auto const killed = clock_type::now();
+  int const hangs = c.finish(std::chrono::milliseconds(3 * timeout_ms));
+  auto const took = clock_type::now() - killed;
+  CHECK(hangs == 0);
+  CHECK(took < std::chrono::milliseconds(timeout_ms));
+  std::cout << "sync without backups: every live task stopped "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+            << " ms after the kill (timeout " << timeout_ms << " ms)\n";
+  for (auto const& t : c.tasks) {
+    if (t.job == "worker" && t.index == 1) continue;
+    CAPTURE(t.job);
+    CAPTURE(t.index);
+    CHECK(t.status == 1);
+    auto const log = read_text(t.log);
+    CHECK_MESSAGE(log.find("lost worker 1 at 127.0.0.1: its connection closed; step ") !=
+                      std::string::npos,
+                  log);
+  }
+}
+
+TEST_CASE("twenty workers killed at random times: no hangs") {
+  // Sync without backups, sync with one backup (1 of 2), async, in turn; the kill lands at a
+  // random time after worker 1's first step. A run that finished is checked for its global step;
+  // one that stopped, for the error naming worker 1 in every live task.
+  constexpr int trials = 20;
+  constexpr std::int64_t goal = 40;
+  std::mt19937 random(20261121);
+  std::uniform_int_distribution<int> delay_ms(0, 500);
+  std::vector<std::string> const policies{"sync", "1of2", "async"};
+  int hangs = 0, stopped = 0, finished = 0;
+  std::int64_t steps_lost = 0;
+  auto const start = clock_type::now();
+  for (int trial = 0; trial < trials; ++trial) {
+    auto const& policy = policies[static_cast<std::size_t>(trial) % policies.size()];
+    auto const delay = delay_ms(random);
+    CAPTURE(trial);
+    CAPTURE(policy);
+    CAPTURE(delay);
+    testing::TempDir dir("ps-trial");
+    auto c = self_cluster(dir.path, policy + ":" + std::to_string(goal) + ":8:3000");
+    c.start(1, 2);
+    auto const watched = c.steps_file(1);
+    auto const chief_steps = c.steps_file(0);
+    bool const started = wait_until([&] { return !read_steps(watched).empty(); }, 20s);
+    CHECK(started);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    c.kill(1);
+    int const killed = c.finish(15s);
+    hangs += killed;
+    CHECK(killed == 0);
+    auto const ps_step = result_step(c.dir / "result-ps0.txt");
+    auto const chief = read_steps(chief_steps);
+    if (c.tasks[0].status == 0) {
+      ++finished;
+      CHECK(c.worker(0).status == 0);
+      CHECK(ps_step >= goal);
+    } else {
+      ++stopped;
+      CHECK(policy == "sync");  // only a run without backups may stop
+      for (int t : {0, 1}) {  // the ps, worker 0
+        auto const& task = c.tasks[static_cast<std::size_t>(t)];
+        if (task.status == 0) continue;  // the chief had finished before the kill
+        CHECK(read_text(task.log).find("lost worker 1") != std::string::npos);
+      }
+      steps_lost += goal - (chief.empty() ? 0 : chief.back().global);
+    }
+    if (killed > 0 || (c.tasks[0].status != 0 && policy != "sync")) c.print_failures(1);
+  }
+  auto const seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  std::cout << trials << " trials (sync, 1 of 2, async in turn; worker 1 killed 0-500 ms after "
+            << "its first step): " << hangs << " hangs, " << finished << " finished, " << stopped
+            << " stopped with an error naming worker 1, " << steps_lost
+            << " global steps lost by the stopped runs, in " << seconds << " s\n";
+  CHECK(hangs == 0);
+}
+
+int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--task") {
+    try {
+      return task(argv[2], argv[3]);
+    } catch (std::exception const& e) {
+      std::cerr << "task failed: " << e.what() << std::endl;
+      return 1;
+    }
+  }
+  program = argv[0];
+  doctest::Context context(argc, argv);
+  return context.run();
+}
