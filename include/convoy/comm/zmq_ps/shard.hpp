@@ -536,9 +536,12 @@ class Shard {
   }
 
   void hello(std::vector<zmq::message_t>& frames, Header const& h) {
-    // A worker started again numbers its requests from 1 again; a worker's probe (sequence 0,
-    // asked of a shard whose connection came back) is the same process and keeps its numbers.
-    if (h.sequence != 0) last_push_[h.worker] = {};
+    // A worker's probe (sequence 0, asked of a shard whose connection came back, to learn
+    // whether it is the same process) comes from the same worker process: it keeps its numbers,
+    // and the request it sent again on the new connection stays waiting.
+    bool const probe = h.sequence == 0;
+    // A worker started again numbers its requests from 1 again.
+    if (!probe) last_push_[h.worker] = {};
     if (h.fingerprint != fingerprint_ || h.text != optimizer_.name()) {
       reply_error(frames[0], h,
                   "convoy: worker " + std::to_string(h.worker) + " and " + name() +
@@ -547,8 +550,8 @@ class Shard {
                       "program with the same options on every task");
       return;
     }
-    // A hello starts a new connection: what the worker's earlier one left waiting is nobody's.
-    forget_waiting(h.worker);
+    // A worker's hello starts it anew: what its earlier process left waiting is nobody's.
+    if (!probe) forget_waiting(h.worker);
     reply(frames[0], h, Status::ok, {});
   }
 
