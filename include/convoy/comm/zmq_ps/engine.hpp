@@ -396,8 +396,8 @@ class Engine {
       return h;
     }
 
-    // Every exchange but hello. A shard that lost its state voids this connection: the next
-    // exchange connects again (see Client::check_returned).
+    // Every exchange but hello. A shard that lost its state voids the requests in flight: the
+    // next exchange says hello again (see Client::check_returned).
     std::vector<Reply> exchange(
         std::function<Header(std::size_t)> const& header,
         std::function<std::vector<zmq::message_t>(std::size_t)> const& payload,
@@ -405,7 +405,10 @@ class Engine {
       try {
         return client_->exchange(header, payload, timeout, waiting);
       } catch (StateLostError const&) {
-        client_.reset();  // its requests are void; no goodbye
+        // Its requests are void: the next connect() says hello again on the same sockets. Closing
+        // them would close this worker's connections to the shards that are fine too, and a
+        // shard takes a closed connection for a dead worker (lost_worker.hpp).
+        rejoin_ = true;
         rolling_back_ = true;
         throw;
       }
@@ -446,9 +449,9 @@ class Engine {
       }
     }
 
-    // Connects and says hello once.
+    // Connects and says hello; again after a shard lost its state (rejoin_), on the same sockets.
     void connect() {
-      if (client_) return;
+      if (client_ && !rejoin_) return;
       if (cluster_.is_ps()) refuse_on_ps("connect to the shards");
       fingerprints_.clear();
       std::vector<std::string> endpoints;
@@ -459,16 +462,20 @@ class Engine {
         fingerprints_.push_back(fingerprint(pieces_[s], optimizer_, sync_,
                                             cluster_.ps_count(), cluster_.worker_count()));
       }
-      auto client = std::make_unique<Client>(endpoints, static_cast<std::uint32_t>(rank()),
-                                             options_.log, client_security_, options_.heartbeat);
-      auto replies = client->hello(
+      auto fresh = client_ ? nullptr
+                           : std::make_unique<Client>(endpoints, static_cast<std::uint32_t>(rank()),
+                                                      options_.log, client_security_,
+                                                      options_.heartbeat);
+      Client& client = fresh ? *fresh : *client_;
+      auto replies = client.hello(
           [&](std::size_t s) {
             auto h = request(Op::hello, s);
             h.text = std::string(optimizer_.name());
             return h;
           },
           options_.connect_timeout);
-      client_ = std::move(client);
+      if (fresh) client_ = std::move(fresh);
+      rejoin_ = false;
       initialized_.clear();
       for (auto const& r : replies) initialized_.push_back(r.header.initialized != 0);
       tags_.assign(replies.size(), 0);
@@ -554,6 +561,7 @@ class Engine {
     optim::Optimizer optimizer_ = optim::Sgd{};
     Counters counters_;
     std::unique_ptr<Client> client_;
+    bool rejoin_ = false;  ///< a shard lost its state: say hello again before the next request
     std::vector<std::uint64_t> fingerprints_;
     std::vector<bool> initialized_;
     std::vector<std::int64_t> tags_;
