@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <memory>
 #include <memory_resource>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,17 +21,24 @@
 #include "../core/batch.hpp"
 #include "../core/error.hpp"
 #include "../core/variables.hpp"
+#include "host.hpp"
 
 namespace convoy::exec {
 
 namespace cuda {
 
-/// Throws DeviceError naming `call`, the device and, when given, what the call was for (a variable,
-/// an arena), unless `status` is cudaSuccess.
+/// "/gpu:N" for `device`, or for the calling thread's current device when `device` is -1.
+inline std::string device_name(int device) {
+  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) return "the current device";
+  return "/gpu:" + std::to_string(device);
+}
+
+/// Throws DeviceError naming `call`, the device (-1: the current one) and, when given, what the
+/// call was for (a variable, an arena), unless `status` is cudaSuccess.
 inline void check(cudaError_t status, std::string_view call, int device,
                   std::string_view what_for = {}) {
   if (status == cudaSuccess) return;
-  std::string what = "convoy: " + std::string(call) + " failed on /gpu:" + std::to_string(device);
+  std::string what = "convoy: " + std::string(call) + " failed on " + device_name(device);
   if (!what_for.empty()) what += " for " + std::string(what_for);
   what += ": ";
   what += cudaGetErrorName(status);
@@ -44,7 +52,7 @@ inline void check(cudaError_t status, std::string_view call, int device,
 inline void check(cublasStatus_t status, std::string_view call, int device,
                   std::string_view what_for = {}) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  std::string what = "convoy: " + std::string(call) + " failed on /gpu:" + std::to_string(device);
+  std::string what = "convoy: " + std::string(call) + " failed on " + device_name(device);
   if (!what_for.empty()) what += " for " + std::string(what_for);
   what += ": ";
   what += cublasGetStatusName(status);
@@ -91,13 +99,10 @@ inline std::string describe(DeviceInfo const& info) {
 /// context's work (after synchronize()), so every by-name and flat view of a model's variables
 /// keeps working while the arenas live on the device. Pages move to whichever side touches them.
 class ManagedMemory final : public std::pmr::memory_resource {
- public:
-  explicit ManagedMemory(int device) : device_(device) {}
-
  private:
   void* do_allocate(std::size_t bytes, std::size_t) override {
     void* p = nullptr;
-    check(cudaMallocManaged(&p, bytes == 0 ? 1 : bytes), "cudaMallocManaged", device_,
+    check(cudaMallocManaged(&p, bytes == 0 ? 1 : bytes), "cudaMallocManaged", -1,
           std::to_string(bytes) + " bytes of buffers");
     return p;  // 256-byte aligned, more than any alignment asked for here
   }
@@ -105,9 +110,15 @@ class ManagedMemory final : public std::pmr::memory_resource {
     (void)cudaFree(p);  // a deallocation cannot throw; a failing cudaFree means a lost context
   }
   bool do_is_equal(memory_resource const& other) const noexcept override { return this == &other; }
-
-  int device_;
 };
+
+/// The one managed-memory resource of the process. Never destroyed: buffers allocated from it may
+/// outlive every context (a model copy held by a replica thread that outlived its run), and managed
+/// memory serves every device.
+inline ManagedMemory* managed_memory() {
+  static auto* const resource = new ManagedMemory();
+  return resource;
+}
 
 }  // namespace cuda
 
@@ -115,45 +126,69 @@ class ManagedMemory final : public std::pmr::memory_resource {
 /// (a cheap handle), so a placement can hand the same context out and an engine copy it freely;
 /// all work on one context is ordered on its stream. Every CUDA and cuBLAS call is checked and
 /// throws DeviceError naming the call and the device.
+///
+/// Cuda::host() is the same type computing on the host (exec::Host's math, heap memory): what a
+/// GPU placement hands out when it falls back, so a strategy's type does not depend on whether the
+/// machine has a device.
 class Cuda {
  public:
-  /// "/gpu:N", as the placement log prints it.
+  /// "/gpu:N", or "/cpu:0" for host(), as the placement log prints it.
   std::string name;
 
   /// Opens `device`. Throws DeviceError naming the call that failed (no driver, no such device).
-  explicit Cuda(int device) : name("/gpu:" + std::to_string(device)), state_(std::make_shared<State>(device)) {}
+  explicit Cuda(int device)
+      : name("/gpu:" + std::to_string(device)), state_(std::make_shared<State>(device)) {}
 
-  /// The CUDA device ordinal.
-  int device() const { return state_->device; }
-  /// The stream all of this context's work runs on.
-  cudaStream_t stream() const { return state_->stream; }
-  /// The cuBLAS handle, bound to stream().
-  cublasHandle_t blas() const { return state_->blas; }
+  /// A context that computes on the host.
+  static Cuda host() { return Cuda(); }
 
-  /// While alive, the calling thread's current device is this context's; restores the previous one
-  /// when it ends. Every thread that computes in a context enters it first.
+  /// Whether the work runs on a device (else on the host).
+  bool on_device() const { return state_ != nullptr; }
+  /// The CUDA device ordinal; -1 on the host.
+  int device() const { return on_device() ? state_->device : -1; }
+  /// The stream all of this context's work runs on; null on the host.
+  cudaStream_t stream() const { return on_device() ? state_->stream : nullptr; }
+  /// The cuBLAS handle, bound to stream(); null on the host.
+  cublasHandle_t blas() const { return on_device() ? state_->blas : nullptr; }
+
+  /// While alive, the calling thread's current device is this context's (restored when it ends);
+  /// on the host, what exec::Host::enter() does. Every thread that computes in a context enters it
+  /// first.
   class ReplicaScope {
    public:
-    explicit ReplicaScope(int device) {
-      cuda::check(cudaGetDevice(&previous_), "cudaGetDevice", device);
-      cuda::check(cudaSetDevice(device), "cudaSetDevice", device);
+    explicit ReplicaScope(int device) : device_(device) {
+      if (device_ < 0) {
+        host_.emplace();
+        return;
+      }
+      cuda::check(cudaGetDevice(&previous_), "cudaGetDevice", device_);
+      cuda::check(cudaSetDevice(device_), "cudaSetDevice", device_);
     }
-    ~ReplicaScope() { (void)cudaSetDevice(previous_); }
+    ~ReplicaScope() {
+      if (device_ >= 0) (void)cudaSetDevice(previous_);
+    }
     ReplicaScope(ReplicaScope const&) = delete;
     ReplicaScope& operator=(ReplicaScope const&) = delete;
 
    private:
+    int device_;
     int previous_ = 0;
+    std::optional<Host::ReplicaScope> host_;
   };
-  ReplicaScope enter() const { return ReplicaScope(state_->device); }
+  ReplicaScope enter() const { return ReplicaScope(device()); }
 
-  /// Where a model keeps the buffers its math writes (activations): managed memory.
-  std::pmr::memory_resource* memory() const { return &state_->memory; }
+  /// Where a model keeps the buffers its math writes (activations): managed memory, or the heap on
+  /// the host.
+  std::pmr::memory_resource* memory() const {
+    return on_device() ? static_cast<std::pmr::memory_resource*>(cuda::managed_memory())
+                       : std::pmr::new_delete_resource();
+  }
 
   /// Copies the batch's features and labels where the device reads them (on the stream; the host
   /// batch may change once this returns) and returns a view of the copy, valid until the next
   /// stage() on this context.
   Batch const& stage(Batch const& batch) const {
+    if (!on_device()) return batch;
     State& s = *state_;
     s.features.resize(batch.features.size());
     s.labels.resize(batch.labels.size());
@@ -171,6 +206,7 @@ class Cuda {
   /// Waits for all work on the stream; the host may then read what it wrote. Throws DeviceError
   /// for a failure of any work queued since the last check.
   void synchronize() const {
+    if (!on_device()) return;
     cuda::check(cudaStreamSynchronize(state_->stream), "cudaStreamSynchronize", state_->device);
   }
 
@@ -178,6 +214,7 @@ class Cuda {
   /// holding the current values, kept alive by `vars` (Variables::bind_arenas). The by-name and
   /// flat views read them on the host after synchronize(). Throws DeviceError naming the arena.
   void adopt(Variables& vars) const {
+    if (!on_device()) return;
     std::size_t const n = vars.element_count();
     auto const allocate = [&](std::string_view arena) {
       void* p = nullptr;
@@ -196,7 +233,8 @@ class Cuda {
   }
 
   /// Device memory of at least `bytes` for a reduction's temporary storage, reused across calls
-  /// (work on the stream is ordered, so one call's storage is free when the next starts).
+  /// (work on the stream is ordered, so one call's storage is free when the next starts). Only on
+  /// a device.
   void* scratch(std::size_t bytes) const {
     State& s = *state_;
     if (bytes > s.scratch_bytes) {
@@ -218,6 +256,8 @@ class Cuda {
   friend bool operator==(Cuda const& a, Cuda const& b) { return a.state_ == b.state_; }
 
  private:
+  Cuda() : name("/cpu:0") {}
+
   void copy_in(void* to, void const* from, std::size_t bytes, std::string_view what) const {
     if (bytes == 0) return;
     cuda::check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, state_->stream), "cudaMemcpyAsync",
@@ -225,7 +265,11 @@ class Cuda {
   }
 
   struct State {
-    explicit State(int ordinal) : device(ordinal), memory(ordinal), features(&memory), labels(&memory), targets(&memory) {
+    explicit State(int ordinal)
+        : device(ordinal),
+          features(cuda::managed_memory()),
+          labels(cuda::managed_memory()),
+          targets(cuda::managed_memory()) {
       ReplicaScope const on(device);
       cuda::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", device);
       try {
@@ -255,7 +299,6 @@ class Cuda {
     int device;
     cudaStream_t stream = nullptr;
     cublasHandle_t blas = nullptr;
-    cuda::ManagedMemory memory;
     std::pmr::vector<float> features;
     std::pmr::vector<std::int32_t> labels;
     std::pmr::vector<float> targets;

@@ -1,5 +1,6 @@
 // Device math: the overloads of math/host.hpp's functions for exec::Cuda. GEMM through cuBLAS,
-// element-wise work through Thrust on the context's stream, sums through CUB. Layers, losses and
+// element-wise work through Thrust on the context's stream, sums through CUB; a context on the
+// host (exec::Cuda::host()) runs the host math instead. Layers, losses and
 // optimizers call the same names with either context, so their code (CONVOY_HOST_DEVICE lambdas)
 // is written once. Only nvcc compiles this header (convoy::cuda gives it --extended-lambda).
 #pragma once
@@ -27,6 +28,7 @@ namespace convoy::math {
 /// fails.
 template <class F>
 void for_each_index(exec::Cuda const& ctx, std::size_t n, F f) {
+  if (!ctx.on_device()) return for_each_index(exec::Host{}, n, f);
   if (n == 0) return;
   try {
     thrust::for_each_n(thrust::cuda::par_nosync.on(ctx.stream()),
@@ -42,6 +44,7 @@ void for_each_index(exec::Cuda const& ctx, std::size_t n, F f) {
 /// Waits for the stream: the caller gets the value on the host.
 template <class F>
 double sum_over_indices(exec::Cuda const& ctx, std::size_t n, F f) {
+  if (!ctx.on_device()) return sum_over_indices(exec::Host{}, n, f);
   if (n == 0) return 0.0;
   auto const values = thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0), f);
   int const device = ctx.device();
@@ -65,6 +68,7 @@ double sum_over_indices(exec::Cuda const& ctx, std::size_t n, F f) {
 inline void gemm(exec::Cuda const& ctx, bool transpose_a, bool transpose_b, std::size_t m,
                  std::size_t n, std::size_t k, float alpha, float const* a, float const* b,
                  float beta, float* c) {
+  if (!ctx.on_device()) return gemm(exec::Host{}, transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
   std::string const shape = std::to_string(m) + "x" + std::to_string(k) + " by " +
                             std::to_string(k) + "x" + std::to_string(n);
   if (std::max({m, n, k}) > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
