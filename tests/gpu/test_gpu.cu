@@ -1,8 +1,12 @@
 // ctest-labels: gpu
-// The device backend against the host: every device math function, layer, loss and optimizer on
-// fresh random inputs (normwise relative error under 1e-5 in float32), and synchronous training of
-// the MLP on the device matching the host step for step. Without a CUDA device the program says
-// so and exits 77, which ctest reports as skipped.
+// The device backend. Suite "device" (ctest test_gpu, label gpu): every device math function, layer,
+// loss and optimizer against the host on fresh random inputs (normwise relative error under 1e-5
+// in float32), and training of the MLP on the device matching the host step for step; without a
+// CUDA device the program says so and exits 77, which ctest reports as skipped. Suite "placement"
+// (ctest test_gpu_placement, label unit, `test_gpu --placement`): place::Gpu in a CUDA build on
+// whatever machine runs it: the fallback and strict lines without a device, a strategy trained
+// through it matching place::Host (on the host after a fallback, on the device where there is
+// one), and the error of a call on a device that is not there.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -10,11 +14,16 @@
 #include <convoy/math/cuda.cuh>
 #include <convoy/nn/mlp.hpp>
 #include <convoy/optim/optimizer.hpp>
+#include <convoy/strategy.hpp>
+#include <convoy/train/trainer.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory_resource>
 #include <random>
+#include <sstream>
 #include <span>
 #include <string>
 #include <vector>
@@ -59,6 +68,8 @@ struct Square {
 };
 
 }  // namespace
+
+TEST_SUITE_BEGIN("device");
 
 TEST_CASE("gemm through cuBLAS matches CBLAS in all four transpositions") {
   exec::Cuda const gpu(0);
@@ -217,20 +228,131 @@ TEST_CASE("synchronous training of the MLP on the device matches the host step f
   CHECK(host_metrics.accuracy() > 0.5);  // it learned: chance is 0.1
 }
 
-TEST_CASE("a failing CUDA call names the call and the device") {
+TEST_SUITE_END();
+
+namespace {
+
+// Captures what std::clog receives while alive.
+struct ClogCapture {
+  std::ostringstream text;
+  std::streambuf* old = std::clog.rdbuf(text.rdbuf());
+  ~ClogCapture() { std::clog.rdbuf(old); }
+};
+
+using GpuStrategy = Strategy<nn::Mlp, place::Gpu, comm::InProcess, sync::Synchronous>;
+using HostStrategy = Strategy<nn::Mlp, place::Host, comm::InProcess, sync::Synchronous>;
+
+std::string devices_seen(int count) {
+  if (count == 0) return "no device";
+  return std::to_string(count) + " device" + (count == 1 ? "" : "s") + " (/gpu:0-" +
+         std::to_string(count - 1) + ")";
+}
+
+}  // namespace
+
+TEST_SUITE_BEGIN("placement");
+
+TEST_CASE("place::Gpu uses the device, or says in one line that the runtime sees none") {
+  int const count = exec::cuda::device_count();
+  ClogCapture capture;
+  GpuStrategy const soft(nn::Mlp({4, 2}), place::Gpu{.device = 0, .log_placement = true});
+  std::string const text = capture.text.str();
+  if (count == 0) {
+    CHECK(text.starts_with(
+        "convoy: place::Gpu{device 0} cannot be honoured: the CUDA runtime sees no device; "
+        "running on the host (/cpu:0) instead\n"));
+    CHECK(text.find("convoy placement: mlp/layer1/kernel {4, 2} -> /cpu:0\n") != std::string::npos);
+  } else {
+    CHECK(text.starts_with("convoy placement: place::Gpu computes on " +
+                           exec::cuda::describe(exec::cuda::device_info(0)) + "\n"));
+    CHECK(text.find("convoy placement: mlp/layer1/kernel {4, 2} -> /gpu:0\n") != std::string::npos);
+    CHECK(text.find("replica 0 computes forward_backward on /gpu:0") != std::string::npos);
+  }
+}
+
+TEST_CASE("place::Gpu names the devices there are when asked for one past them") {
+  int const count = exec::cuda::device_count();
+  ClogCapture capture;
+  GpuStrategy const soft(nn::Mlp({4, 2}), place::Gpu{.device = count});
+  CHECK(capture.text.str() == "convoy: place::Gpu{device " + std::to_string(count) +
+                                  "} cannot be honoured: the CUDA runtime sees " +
+                                  devices_seen(count) + "; running on the host (/cpu:0) instead\n");
+}
+
+TEST_CASE("place::Gpu under strict placement throws PlacementError and prints nothing") {
+  int const count = exec::cuda::device_count();
+  ClogCapture capture;
+  std::string const expected = "convoy: place::Gpu{device " + std::to_string(count) +
+                               "} cannot be honoured: the CUDA runtime sees " + devices_seen(count) +
+                               " (strict placement); use place::Host, or turn strict off";
+  CHECK_THROWS_WITH_AS(GpuStrategy(nn::Mlp({4, 2}), place::Gpu{.device = count, .strict = true}),
+                       expected.c_str(), PlacementError);
+  CHECK(capture.text.str().empty());
+}
+
+TEST_CASE("place::Gpu's default device is the local rank the cluster resolver reads") {
+  ::setenv("LOCAL_RANK", "3", 1);
+  ::setenv("RANK", "3", 1);
+  ::setenv("WORLD_SIZE", "4", 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", "29500", 1);
+  int const ordinal = place::Gpu{}.ordinal();
+  for (char const* name : {"LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
+    ::unsetenv(name);
+  CHECK(ordinal == 3);
+  CHECK(place::Gpu{}.ordinal() == 0);
+  CHECK(place::Gpu{.device = 2}.ordinal() == 2);
+}
+
+TEST_CASE("a strategy on place::Gpu trains step for step like one on place::Host") {
+  // Momentum, so that the optimizer's slots live where the placement puts them.
+  std::size_t const features = 32, classes = 4, batch = 40;
+  auto const data = testing::synthetic_classes(batch * 25, features, classes, seed);
+  nn::Mlp const model({features, 24, classes}, "mlp", seed);
+  ClogCapture quiet;  // the fallback line, on a machine without a device
+  Trainer<GpuStrategy> on_gpu(GpuStrategy(model, place::Gpu{.device = 0}), optim::Momentum{0.05f, 0.9f});
+  Trainer<HostStrategy> on_host(HostStrategy(model), optim::Momentum{0.05f, 0.9f});
+  FitOptions const options{.steps = 25, .batch_size = batch, .log_every = 0, .log = nullptr};
+  auto const gpu_result = on_gpu.fit(data, options);
+  auto const host_result = on_host.fit(data, options);
+  CHECK(gpu_result.global_step == 25);
+  auto const gpu_weights = on_gpu.get_weights();
+  auto const host_weights = on_host.get_weights();
+  for (auto const& [name, tensor] : host_weights) {
+    CAPTURE(name);
+    if (exec::cuda::device_count() == 0) {
+      CHECK(gpu_weights.at(name).data == tensor.data);  // the same host math, bit for bit
+    } else {
+      CHECK(relative_error(gpu_weights.at(name).data, tensor.data) < 1e-4);
+    }
+  }
+  CHECK(std::abs(gpu_result.last_loss - host_result.last_loss) <= 1e-4f * host_result.last_loss);
+}
+
+TEST_CASE("a CUDA call that fails names the call and the device") {
   int const count = exec::cuda::device_count();
   std::string const expected = "failed on /gpu:" + std::to_string(count);
   CHECK_THROWS_WITH_AS(exec::Cuda{count}, doctest::Contains(expected.c_str()), DeviceError);
 }
 
+TEST_SUITE_END();
+
+// `--placement` runs the placement suite, on any machine; otherwise the device suite runs, or the
+// program exits 77 (skipped) when the runtime sees no device.
 int main(int argc, char** argv) {
-  if (exec::cuda::device_count() == 0) {
+  bool const placement = argc > 1 && std::strcmp(argv[1], "--placement") == 0;
+  if (!placement && exec::cuda::device_count() == 0) {
     std::puts("test_gpu: no CUDA device; skipped");
     return 77;
   }
   std::printf("test_gpu: %s, seed %llu\n",
-              exec::cuda::describe(exec::cuda::device_info(0)).c_str(),
+              exec::cuda::device_count() == 0
+                  ? "no CUDA device"
+                  : exec::cuda::describe(exec::cuda::device_info(0)).c_str(),
               static_cast<unsigned long long>(seed));
-  doctest::Context context(argc, argv);
+  std::vector<char*> args(argv, argv + argc);
+  if (placement) args.erase(args.begin() + 1);
+  doctest::Context context(static_cast<int>(args.size()), args.data());
+  context.setOption("test-suite", placement ? "placement" : "device");
   return context.run();
 }
