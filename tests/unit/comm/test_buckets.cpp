@@ -8,6 +8,7 @@
 #include <chrono>
 #include <convoy/comm/buckets/bucket_plan.hpp>
 #include <convoy/comm/buckets/bucket_reducer.hpp>
+#include <convoy/comm/buckets/collective_replica.hpp>
 #include <convoy/comm/in_process/bucket_exchange.hpp>
 #include <convoy/nn/mlp.hpp>
 #include <convoy/strategy.hpp>
@@ -245,17 +246,10 @@ TEST_CASE("bucketed training matches the unbucketed lock-step path bit for bit")
       std::vector<std::jthread> threads;
       for (std::size_t r = 0; r < replicas; ++r) {
         threads.emplace_back([&, r] {
-          auto& vars = models[r].variables();
           auto port = exchange.port(r);
-          BucketReducer reducer(plan, vars.grads(), port);
-          auto slots = sgd.make_state(vars.element_count());
-          for (std::int64_t s = 0; s < steps; ++s) {
-            reducer.begin_step();
-            forward_backward_reporting(models[r], batch(r, s), exec::Host{}, reducer.hook());
-            reducer.finish();
-            sgd.apply(exec::Host{}, vars.weights(), vars.grads(), slots, 0,
-                      1.0f / static_cast<float>(replicas), s + 1);
-          }
+          comm::CollectiveReplica<nn::Mlp, exec::Host, BucketExchange::Port, sync::Synchronous>
+              replica(models[r], exec::Host{}, plan, port, replicas, sgd);
+          for (std::int64_t s = 0; s < steps; ++s) replica.step(batch(r, s));
         });
       }
     }
@@ -266,6 +260,74 @@ TEST_CASE("bucketed training matches the unbucketed lock-step path bit for bit")
       CHECK(std::memcmp(w.data(), expected.data(), w.size() * sizeof(float)) == 0);
     }
   }
+}
+
+TEST_CASE(
+    "under BoundedStaleness<S> replicas step alone and average their weights every S+1 steps") {
+  constexpr std::size_t replicas = 3;
+  constexpr std::size_t rows = 16;
+  constexpr std::int64_t steps = 7;  // averages after steps 3 and 6; step 7 stays local
+  using Sync = sync::BoundedStaleness<2>;
+  auto const data = testing::synthetic_classes(replicas * rows * steps, 12, 3);
+  auto batch = [&](std::size_t r, std::int64_t step) {
+    return data.slice((static_cast<std::size_t>(step) * replicas + r) * rows, rows);
+  };
+  nn::Mlp const prototype({12, 24, 3});
+  optim::Optimizer const momentum = optim::Momentum{.learning_rate = 0.05f, .momentum = 0.9f};
+
+  // The reference, one replica after another on this thread: local steps, and the mean of the
+  // weights (summed in replica order, then scaled) every third step.
+  std::vector<nn::Mlp> reference(replicas, prototype);
+  std::vector<optim::OptimizerState> slots;
+  for (auto& m : reference) slots.push_back(momentum.make_state(m.variables().element_count()));
+  for (std::int64_t s = 0; s < steps; ++s) {
+    for (std::size_t r = 0; r < replicas; ++r) {
+      auto& vars = reference[r].variables();
+      reference[r].forward_backward(batch(r, s));
+      momentum.apply(exec::Host{}, vars.weights(), vars.grads(), slots[r], 0, 1.0f, s + 1);
+    }
+    if ((s + 1) % 3 == 0) {
+      auto sum = reference[0].variables().weights();
+      for (std::size_t r = 1; r < replicas; ++r) {
+        auto const w = reference[r].variables().weights();
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += w[i];
+      }
+      for (auto& x : sum) x *= 1.0f / static_cast<float>(replicas);
+      for (std::size_t r = 1; r < replicas; ++r) reference[r].variables().set_flat(sum);
+    }
+  }
+
+  BucketPlan const plan(prototype.variables(), 256);
+  BucketExchange exchange(replicas, plan.size(), 10s);
+  std::vector<nn::Mlp> models(replicas, prototype);
+  std::vector<std::vector<float>> after_six(replicas);
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t r = 0; r < replicas; ++r) {
+      threads.emplace_back([&, r] {
+        auto port = exchange.port(r);
+        comm::CollectiveReplica<nn::Mlp, exec::Host, BucketExchange::Port, Sync> replica(
+            models[r], exec::Host{}, plan, port, replicas, momentum);
+        for (std::int64_t s = 0; s < steps; ++s) {
+          replica.step(batch(r, s));
+          if (s + 1 == 6) {
+            auto const w = models[r].variables().weights();
+            after_six[r].assign(w.begin(), w.end());
+          }
+        }
+      });
+    }
+  }
+  CHECK(exchange.completed(0) == 2);  // the weights, twice; no gradient bucket
+  for (std::size_t r = 1; r < plan.size(); ++r) CHECK(exchange.completed(r) == 0);
+  for (std::size_t r = 0; r < replicas; ++r) {
+    CAPTURE(r);
+    CHECK(after_six[r] == after_six[0]);  // equal right after an average
+    auto const w = models[r].variables().weights();
+    auto const expected = reference[r].variables().weights();
+    CHECK(std::memcmp(w.data(), expected.data(), w.size() * sizeof(float)) == 0);
+  }
+  CHECK(models[1].variables().get_flat() != models[0].variables().get_flat());  // step 7: local
 }
 
 TEST_CASE("a replica that never hands in its bucket ends the wait with its name") {
