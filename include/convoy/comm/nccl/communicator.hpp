@@ -9,6 +9,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstring>
 #include <span>

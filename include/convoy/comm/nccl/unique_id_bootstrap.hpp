@@ -9,9 +9,11 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <iterator>
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
