@@ -11,6 +11,7 @@
 
 #include "../core/batch.hpp"
 #include "../core/error.hpp"
+#include "../core/gradients_ready.hpp"
 #include "../core/variables.hpp"
 #include "../exec/host.hpp"
 #include "dense.hpp"
@@ -39,8 +40,10 @@ class Mlp {
 
   /// Mean softmax cross-entropy of the batch; overwrites every gradient. Computes in `ctx`, the
   /// context the strategy's placement gives this replica; the one-argument form uses the host.
+  /// `ready` hears of each layer's kernel and bias as soon as its backward step has written them
+  /// (last layer first), so that a bucketed exchange can start on them.
   template <class Context>
-  float forward_backward(Batch const& host_batch, Context const& ctx) {
+  float forward_backward(Batch const& host_batch, Context const& ctx, GradientsReady ready = {}) {
     Batch const& batch = forward(host_batch, ctx);
     std::size_t const last = layers_.size() - 1;
     deltas_[last].resize(outputs_[last].size());
@@ -53,6 +56,7 @@ class Mlp {
         dx = deltas_[l - 1];
       }
       layers_[l].backward(ctx, vars_, input_of(l, batch), deltas_[l], batch.rows, dx);
+      ready(layers_[l].kernel(), layers_[l].bias());
       if (l > 0) relu_backward(ctx, outputs_[l - 1], deltas_[l - 1]);
     }
     return loss;
