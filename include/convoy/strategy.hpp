@@ -43,16 +43,20 @@ inline constexpr bool is_sharded<place::Sharded<Rule>> = true;
 /// A Comm that keeps the variables on parameter-server shards says so (comm::ZmqPs).
 template <class C>
 concept serves_shards = requires { requires C::serves_shards; };
+/// A Comm whose replicas exchange through collectives, every replica in every exchange
+/// (comm::Nccl).
+template <class C>
+concept collective = requires { requires C::collective; };
 
 // The engine Comm brings, or an empty stand-in while a static_assert below reports a policy in the
-// wrong slot (so that the message is the only error).
+// wrong slot or an engine not defined in this build (so that the message is the only error).
 struct no_engine {};
 template <class M, class P, class C, class S>
 struct engine_of {
   using type = no_engine;
 };
 template <class M, class P, class C, class S>
-  requires communication_policy<C> && requires { typename C::template engine<M, P, S>; }
+  requires communication_policy<C> && requires { sizeof(typename C::template engine<M, P, S>); }
 struct engine_of<M, P, C, S> {
   using type = typename C::template engine<M, P, S>;
 };
@@ -102,8 +106,8 @@ class Strategy {
                 "replica) const' and 'int replica_count() const'; see place/mirrored.hpp.");
   static_assert(
       communication_policy<Comm>,
-      "convoy: Strategy's third argument must be a communication policy: comm::InProcess, or "
-      "comm::ZmqPs (convoy/comm/zmq_ps.hpp).");
+      "convoy: Strategy's third argument must be a communication policy: comm::InProcess, "
+      "comm::ZmqPs (convoy/comm/zmq_ps.hpp) or comm::Nccl (convoy/comm/nccl.hpp).");
   static_assert(
       synchronization_policy<Sync>,
       "convoy: Strategy's fourth argument must be a synchronization policy: sync::Synchronous, "
@@ -123,6 +127,11 @@ class Strategy {
                 "convoy: place::Sharded<Rule> spreads the variables over parameter-server shards, "
                 "which only comm::ZmqPs (convoy/comm/zmq_ps.hpp) has; on one machine use "
                 "place::Mirrored or place::CentralStorage with comm::InProcess.");
+  static_assert(!(detail::collective<Comm> && std::same_as<Sync, sync::Asynchronous>),
+                "convoy: comm::Nccl cannot run sync::Asynchronous (a collective needs every "
+                "replica in every exchange); use sync::Synchronous for a bucketed allreduce of the "
+                "gradients, sync::BoundedStaleness<S> for an allreduce of the weights every S+1 "
+                "steps, or comm::ZmqPs with place::Sharded for asynchronous training.");
   static_assert(!detail::serves_shards<Comm> || detail::is_sharded<Placement>,
                 "convoy: comm::ZmqPs keeps the variables on parameter-server shards; place them "
                 "with place::Sharded<place::GreedyBySize> (or RoundRobin, or Partitioned).");
@@ -133,7 +142,14 @@ class Strategy {
   using comm_type = Comm;
   using sync_type = Sync;
   using engine_type = typename detail::engine_of<Model, Placement, Comm, Sync>::type;
-  static_assert(!communication_policy<Comm> || detail::engine<engine_type>,
+  static_assert(!detail::collective<Comm> || std::same_as<Sync, sync::Asynchronous> ||
+                    detail::engine<engine_type>,
+                "convoy: comm::Nccl's engine runs on CUDA devices through the CUDA execution "
+                "context, which this build does not have yet; its parts (the bucket engine, the "
+                "communicator, the unique-id bootstrap) are in comm/nccl/ and comm/buckets/, see "
+                "docs/nccl.md. On the host, use comm::InProcess.");
+  static_assert(!communication_policy<Comm> || detail::collective<Comm> ||
+                    detail::engine<engine_type>,
                 "convoy: a communication policy needs 'template <class Model, class Placement, "
                 "class Sync> using engine = ...' naming an engine with run(plan), lock_step() and "
                 "state() (see comm/replica_group.hpp); see comm/in_process.hpp.");

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <memory_resource>
 #include <mutex>
 #include <random>
 #include <shared_mutex>
@@ -45,8 +46,20 @@ class ReplicaGroup {
     for (std::size_t r = 0; r < count; ++r) {
       replicas_.push_back(std::make_shared<Model>(prototype));
       replicas_[r]->variables().rng().seed(base_seed + 0x9E3779B97F4A7C15ULL * r);
+      // A device placement moves the replica's arenas to its device (exec::Cuda::adopt).
+      if constexpr (requires { placement_.adopt(replicas_[r]->variables(), r); }) {
+        placement_.adopt(replicas_[r]->variables(), r);
+      }
     }
     if (central) {
+      if constexpr (requires { placement_.context(0).on_device(); }) {
+        if (placement_.context(0).on_device()) {
+          throw PlacementError("convoy: " + std::string(Placement::name) + " on " +
+                               placement_.context(0).name +
+                               " computes only in lock step (sync::Synchronous): a central copy "
+                               "of the weights is host memory");
+        }
+      }
       auto const w = layout().weights();
       central_.assign(w.begin(), w.end());
     }
@@ -82,7 +95,7 @@ class ReplicaGroup {
   /// Replaces the optimizer and zeroes its slots.
   void set_optimizer(optim::Optimizer optimizer) {
     optimizer_ = optimizer;
-    slots_ = optimizer.make_state(layout().element_count());
+    slots_ = optimizer.make_state(layout().element_count(), slot_memory());
   }
   /// Changes the optimizer's step size, keeping its slots. Safe from after_step during a run: the
   /// engines apply the optimizer either with every replica at rest in a barrier (lock step) or
@@ -187,12 +200,24 @@ class ReplicaGroup {
     }
     // Nothing below throws but std::bad_alloc.
     assign_flat(unpacked.weights);
-    slots_ = std::move(unpacked.slots);
+    // Copied into place: the slots stay in the memory set_optimizer chose (a device context's).
+    for (std::size_t slot = 0; slot < slots_.slots.size(); ++slot)
+      std::ranges::copy(unpacked.slots.slots[slot], slots_.slots[slot].begin());
+    slots_.updates = unpacked.slots.updates;
     counters_ = std::move(unpacked.counters);
     for (std::size_t r = 0; r < generators.size(); ++r) variables(r).rng() = generators[r];
   }
 
  private:
+  // Where the optimizer's slots live: the memory of the context the replicas compute in.
+  std::pmr::memory_resource* slot_memory() const {
+    if constexpr (requires { placement_.context(0).memory(); }) {
+      return placement_.context(0).memory();
+    } else {
+      return std::pmr::new_delete_resource();
+    }
+  }
+
   void check_flat_size(std::size_t size, char const* what) const {
     if (size != layout().element_count()) {
       throw ShapeError("convoy: " + std::string(what) + " got " + std::to_string(size) +

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "batch.hpp"
+#include "gradients_ready.hpp"
 #include "snapshot.hpp"
 #include "variables.hpp"
 
@@ -73,6 +74,27 @@ float forward_backward_in(M& m, Batch const& batch, Context const& ctx) {
     return static_cast<float>(m.forward_backward(batch, ctx));
   } else {
     return static_cast<float>(m.forward_backward(batch));
+  }
+}
+
+/// Optional `float forward_backward(convoy::Batch const&, Context const&, convoy::GradientsReady)`:
+/// a model that reports, layer by layer during its backward pass, which gradients are final (nn::Mlp
+/// does), so that a bucketed exchange overlaps the rest of the pass. Others are exchanged after it.
+template <class M, class Context>
+concept reports_gradients = requires(M& m, Batch const& batch, Context const& ctx,
+                                     GradientsReady ready) {
+  { m.forward_backward(batch, ctx, ready) } -> std::convertible_to<float>;
+};
+
+/// forward_backward_in, telling `ready` of final gradients when the model reports them; a model
+/// that does not leaves every gradient to be taken as final when it returns.
+template <class M, class Context>
+float forward_backward_reporting(M& m, Batch const& batch, Context const& ctx,
+                                 GradientsReady ready) {
+  if constexpr (reports_gradients<M, Context>) {
+    return static_cast<float>(m.forward_backward(batch, ctx, ready));
+  } else {
+    return forward_backward_in(m, batch, ctx);
   }
 }
 

@@ -48,6 +48,12 @@ struct PlacementError : Error {
   using Error::Error;
 };
 
+/// A CUDA or cuBLAS call failed; the message names the call, the device and, where there is one,
+/// the variable.
+struct DeviceError : Error {
+  using Error::Error;
+};
+
 /// A cluster description (arguments, flags, TF_CONFIG or a launcher's variables) is malformed or
 /// inconsistent; the message quotes the offending part and names where it came from.
 struct ClusterError : Error {

@@ -3,9 +3,11 @@
 // costs nothing.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <span>
@@ -48,14 +50,14 @@ class Variables {
   explicit Variables(std::string scope = {}, std::uint64_t seed = default_seed)
       : scope_(std::move(scope)), rng_(seed) {}
 
-  /// A copy always owns its weights, even when the original is bound to shared storage, so a copy
-  /// can never write into another set's arena.
+  /// A copy always owns its arenas in host memory, even when the original is bound to shared or
+  /// device storage, so a copy can never write into another set's arena.
   Variables(Variables const& other)
       : scope_(other.scope_),
         list_(other.list_),
         by_name_(other.by_name_),
         own_weights_(other.weights().begin(), other.weights().end()),
-        grads_(other.grads_),
+        own_grads_(other.grads().begin(), other.grads().end()),
         rng_(other.rng_) {}
   Variables& operator=(Variables const& other) {
     if (this != &other) *this = Variables(other);
@@ -75,16 +77,16 @@ class Variables {
                       "'; give each layer a distinct name, or build each model under its own scope "
                       "(convoy::Variables{\"scope\"})");
     }
-    if (!external_.empty()) {
+    if (!external_.empty() || !external_grads_.empty()) {
       throw NameError("convoy: cannot add '" + full +
-                      "' after the weights were bound to shared storage");
+                      "' after the arenas were bound to shared or device storage");
     }
     std::size_t const size = convoy::element_count(shape);
     std::size_t const offset = own_weights_.size();
     list_.push_back(Variable{full, std::move(shape), offset, size});
     by_name_.emplace(full, list_.size() - 1);
     own_weights_.resize(offset + size, 0.0f);
-    grads_.resize(offset + size, 0.0f);
+    own_grads_.resize(offset + size, 0.0f);
     return VariableId{list_.size() - 1};
   }
 
@@ -95,10 +97,10 @@ class Variables {
     return weights().subspan(list_[id.index].offset, list_[id.index].size);
   }
   std::span<float> grad(VariableId id) {
-    return std::span(grads_).subspan(list_[id.index].offset, list_[id.index].size);
+    return grads().subspan(list_[id.index].offset, list_[id.index].size);
   }
   std::span<float const> grad(VariableId id) const {
-    return std::span(grads_).subspan(list_[id.index].offset, list_[id.index].size);
+    return grads().subspan(list_[id.index].offset, list_[id.index].size);
   }
 
   /// The whole weights arena, in declaration order (the Ray text's get_flat()).
@@ -108,8 +110,13 @@ class Variables {
                              : std::span<float const>(external_);
   }
   /// The whole gradient arena, same layout as weights().
-  std::span<float> grads() { return grads_; }
-  std::span<float const> grads() const { return grads_; }
+  std::span<float> grads() {
+    return external_grads_.empty() ? std::span(own_grads_) : external_grads_;
+  }
+  std::span<float const> grads() const {
+    return external_grads_.empty() ? std::span<float const>(own_grads_)
+                                   : std::span<float const>(external_grads_);
+  }
 
   /// Copies of the flat weights (get_flat / set_flat). set_flat throws ShapeError on a size
   /// mismatch.
@@ -133,8 +140,29 @@ class Variables {
     own_weights_ = {};
   }
 
+  /// Moves both arenas into `weights` and `grads` (each element_count() floats, memory the host can
+  /// read and write: exec::Cuda's device arenas are CUDA managed memory), copying the current
+  /// values there; `owner` keeps that memory alive while this set uses it. Throws ShapeError on a
+  /// size mismatch, changing nothing.
+  void bind_arenas(std::span<float> weights, std::span<float> grads, std::shared_ptr<void> owner) {
+    if (weights.size() != element_count() || grads.size() != element_count()) {
+      throw ShapeError("convoy: bind_arenas got arenas of " + std::to_string(weights.size()) +
+                       " and " + std::to_string(grads.size()) + " floats for " +
+                       std::to_string(element_count()) + " in '" + scope_ + "'");
+    }
+    std::copy(this->weights().begin(), this->weights().end(), weights.begin());
+    std::copy(this->grads().begin(), this->grads().end(), grads.begin());
+    external_ = weights;
+    external_grads_ = grads;
+    storage_owner_ = std::move(owner);
+    own_weights_ = {};
+    own_grads_ = {};
+  }
+
   std::size_t size() const { return list_.size(); }
-  std::size_t element_count() const { return grads_.size(); }
+  std::size_t element_count() const {
+    return list_.empty() ? 0 : list_.back().offset + list_.back().size;
+  }
   std::span<Variable const> list() const { return list_; }
   Variable const& operator[](VariableId id) const { return list_[id.index]; }
   std::string const& scope() const { return scope_; }
@@ -244,7 +272,9 @@ class Variables {
   std::unordered_map<std::string, std::size_t> by_name_;
   detail::AlignedVector<float> own_weights_;
   std::span<float> external_;
-  detail::AlignedVector<float> grads_;
+  detail::AlignedVector<float> own_grads_;
+  std::span<float> external_grads_;
+  std::shared_ptr<void> storage_owner_;  // keeps bind_arenas' memory alive
   std::mt19937_64 rng_;
 };
 

@@ -6,7 +6,10 @@
 
 #include <omp.h>
 
+#include <memory_resource>
 #include <string_view>
+
+#include "../core/batch.hpp"
 
 // OpenBLAS's own knobs; weak so that any other CBLAS links too (the calls are then skipped).
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
@@ -47,6 +50,12 @@ struct Host {
 
   /// Entered by an engine on each replica thread before it computes.
   ReplicaScope enter() const { return {}; }
+
+  /// Where a model keeps the buffers its math writes (activations): ordinary heap memory.
+  std::pmr::memory_resource* memory() const { return std::pmr::new_delete_resource(); }
+
+  /// The batch where this context's math can read it: on the host, the batch itself.
+  Batch const& stage(Batch const& batch) const { return batch; }
 
   friend bool operator==(Host const&, Host const&) = default;
 };

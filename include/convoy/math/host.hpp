@@ -60,3 +60,10 @@ inline void gemm(exec::Host const&, bool transpose_a, bool transpose_b, std::siz
 }
 
 }  // namespace convoy::math
+
+// A translation unit nvcc compiles for convoy::cuda gets the device overloads too, declared before
+// any layer's template that calls math:: by its qualified name (which finds only the overloads
+// declared before it).
+#if defined(__CUDACC__) && defined(CONVOY_WITH_CUDA)
+#include "cuda.cuh"
+#endif

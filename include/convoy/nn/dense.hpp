@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "../core/variables.hpp"
+#include "../core/host_device.hpp"
 #include "../math/host.hpp"
 
 namespace convoy::nn {
@@ -36,7 +37,7 @@ class Dense {
     float const* b = vars.value(bias_).data();
     float* out = y.data();
     std::size_t const n = outputs_;
-    math::for_each_index(ctx, rows * n, [=](std::size_t i) { out[i] = b[i % n]; });
+    math::for_each_index(ctx, rows * n, [=] CONVOY_HOST_DEVICE(std::size_t i) { out[i] = b[i % n]; });
     math::gemm(ctx, false, false, rows, n, inputs_, 1.0f, x.data(), vars.value(kernel_).data(), 1.0f,
                out);
   }
@@ -50,7 +51,7 @@ class Dense {
     float* db = vars.grad(bias_).data();
     float const* g = dy.data();
     std::size_t const n = outputs_;
-    math::for_each_index(ctx, n, [=](std::size_t j) {
+    math::for_each_index(ctx, n, [=] CONVOY_HOST_DEVICE(std::size_t j) {
       float sum = 0.0f;
       for (std::size_t r = 0; r < rows; ++r) sum += g[r * n + j];
       db[j] = sum;

@@ -10,14 +10,16 @@
 
 #include "../core/batch.hpp"
 #include "../core/error.hpp"
+#include "../core/host_device.hpp"
 #include "../math/host.hpp"
 
 namespace convoy::nn {
 
 namespace detail {
 // Loss of one row of logits; writes softmax - onehot, scaled by `scale`, into grad when non-null.
-inline float softmax_row(float const* z, std::int32_t label, std::size_t classes, float scale,
-                         float* grad, bool* correct) {
+// Runs on the host and on a device: the same code serves every context.
+CONVOY_HOST_DEVICE inline float softmax_row(float const* z, std::int32_t label, std::size_t classes,
+                                            float scale, float* grad, bool* correct) {
   float top = z[0];
   std::size_t arg = 0;
   for (std::size_t j = 1; j < classes; ++j) {
@@ -45,24 +47,31 @@ float softmax_cross_entropy(Context const& ctx, std::span<float const> logits,
   std::int32_t const* y = labels.data();
   float* g = dlogits.data();
   float const scale = 1.0f / static_cast<float>(rows);
-  double const total = math::sum_over_indices(ctx, rows, [=](std::size_t r) {
+  double const total = math::sum_over_indices(ctx, rows, [=] CONVOY_HOST_DEVICE(std::size_t r) {
     return static_cast<double>(
         detail::softmax_row(z + r * classes, y[r], classes, scale, g + r * classes, nullptr));
   });
   return static_cast<float>(total / static_cast<double>(rows));
 }
 
-/// Loss sum and correct predictions of `logits` against `labels`; no gradient.
-inline Metrics softmax_cross_entropy_metrics(std::span<float const> logits,
-                                             std::span<std::int32_t const> labels, std::size_t rows,
-                                             std::size_t classes) {
+/// Loss sum and correct predictions of `logits` against `labels`, computed in `ctx`; no gradient.
+template <class Context>
+Metrics softmax_cross_entropy_metrics(Context const& ctx, std::span<float const> logits,
+                                      std::span<std::int32_t const> labels, std::size_t rows,
+                                      std::size_t classes) {
+  float const* z = logits.data();
+  std::int32_t const* y = labels.data();
   Metrics m;
-  for (std::size_t r = 0; r < rows; ++r) {
-    bool correct = false;
-    m.loss_sum += detail::softmax_row(logits.data() + r * classes, labels[r], classes, 0.0f,
-                                      nullptr, &correct);
-    m.correct += correct ? 1 : 0;
-  }
+  m.loss_sum = math::sum_over_indices(ctx, rows, [=] CONVOY_HOST_DEVICE(std::size_t r) {
+    return static_cast<double>(
+        detail::softmax_row(z + r * classes, y[r], classes, 0.0f, nullptr, nullptr));
+  });
+  double const correct = math::sum_over_indices(ctx, rows, [=] CONVOY_HOST_DEVICE(std::size_t r) {
+    bool hit = false;
+    detail::softmax_row(z + r * classes, y[r], classes, 0.0f, nullptr, &hit);
+    return hit ? 1.0 : 0.0;
+  });
+  m.correct = static_cast<std::size_t>(correct + 0.5);
   m.count = rows;
   return m;
 }

@@ -5,11 +5,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory_resource>
 #include <string>
 #include <vector>
 
 #include "../core/batch.hpp"
 #include "../core/error.hpp"
+#include "../core/gradients_ready.hpp"
 #include "../core/variables.hpp"
 #include "../exec/host.hpp"
 #include "dense.hpp"
@@ -38,9 +40,11 @@ class Mlp {
 
   /// Mean softmax cross-entropy of the batch; overwrites every gradient. Computes in `ctx`, the
   /// context the strategy's placement gives this replica; the one-argument form uses the host.
+  /// `ready` hears of each layer's kernel and bias as soon as its backward step has written them
+  /// (last layer first), so that a bucketed exchange can start on them.
   template <class Context>
-  float forward_backward(Batch const& batch, Context const& ctx) {
-    forward(batch, ctx);
+  float forward_backward(Batch const& host_batch, Context const& ctx, GradientsReady ready = {}) {
+    Batch const& batch = forward(host_batch, ctx);
     std::size_t const last = layers_.size() - 1;
     deltas_[last].resize(outputs_[last].size());
     float const loss = softmax_cross_entropy(ctx, outputs_[last], batch.labels, batch.rows,
@@ -52,6 +56,7 @@ class Mlp {
         dx = deltas_[l - 1];
       }
       layers_[l].backward(ctx, vars_, input_of(l, batch), deltas_[l], batch.rows, dx);
+      ready(layers_[l].kernel(), layers_[l].bias());
       if (l > 0) relu_backward(ctx, outputs_[l - 1], deltas_[l - 1]);
     }
     return loss;
@@ -61,9 +66,9 @@ class Mlp {
 
   /// Loss sum and correct predictions over the batch; touches no gradient.
   template <class Context>
-  Metrics evaluate(Batch const& batch, Context const& ctx) {
-    forward(batch, ctx);
-    return softmax_cross_entropy_metrics(outputs_.back(), batch.labels, batch.rows,
+  Metrics evaluate(Batch const& host_batch, Context const& ctx) {
+    Batch const& batch = forward(host_batch, ctx);
+    return softmax_cross_entropy_metrics(ctx, outputs_.back(), batch.labels, batch.rows,
                                          layers_.back().outputs());
   }
 
@@ -72,8 +77,10 @@ class Mlp {
   std::vector<Dense> const& layers() const { return layers_; }
 
  private:
+  // Checks the batch on the host, stages it where `ctx` computes and runs every layer; returns the
+  // staged batch.
   template <class Context>
-  void forward(Batch const& batch, Context const& ctx) {
+  Batch const& forward(Batch const& batch, Context const& ctx) {
     if (batch.features.size() != batch.rows * layers_.front().inputs()) {
       throw ShapeError(
           "convoy: Mlp '" + vars_.scope() + "' takes " + std::to_string(layers_.front().inputs()) +
@@ -94,10 +101,25 @@ class Mlp {
                          std::to_string(classes) + " classes of Mlp '" + vars_.scope() + "'");
       }
     }
+    use_memory(ctx.memory());
+    Batch const& staged = ctx.stage(batch);
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       outputs_[l].resize(batch.rows * layers_[l].outputs());
-      layers_[l].forward(ctx, vars_, input_of(l, batch), batch.rows, outputs_[l]);
+      layers_[l].forward(ctx, vars_, input_of(l, staged), batch.rows, outputs_[l]);
       if (l + 1 < layers_.size()) relu_forward(ctx, outputs_[l]);
+    }
+    return staged;
+  }
+  // Makes the activation buffers allocate from `memory` (the context's: host or device memory).
+  // A copied Mlp's buffers use the default resource, so the first buffer says which is in use.
+  void use_memory(std::pmr::memory_resource* memory) {
+    if (outputs_.front().get_allocator().resource() == memory) return;
+    std::size_t const count = layers_.size();
+    outputs_.clear();
+    deltas_.clear();
+    for (std::size_t l = 0; l < count; ++l) {
+      outputs_.emplace_back(memory);
+      deltas_.emplace_back(memory);
     }
   }
   std::span<float const> input_of(std::size_t layer, Batch const& batch) const {
@@ -106,8 +128,10 @@ class Mlp {
 
   Variables vars_;
   std::vector<Dense> layers_;
-  std::vector<std::vector<float>> outputs_;  // activations after ReLU (logits for the last layer)
-  std::vector<std::vector<float>> deltas_;   // gradients with respect to each layer's output
+  // Activations after ReLU (logits for the last layer), and the gradients with respect to each
+  // layer's output, in the memory of the context that last computed.
+  std::vector<std::pmr::vector<float>> outputs_;
+  std::vector<std::pmr::vector<float>> deltas_;
 };
 
 }  // namespace convoy::nn

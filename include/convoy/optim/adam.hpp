@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "../core/host_device.hpp"
 #include "../math/host.hpp"
 #include "update.hpp"
 
@@ -31,7 +32,7 @@ struct Adam {
     float const alpha = static_cast<float>(learning_rate * std::sqrt(1.0 - std::pow(beta2, t)) /
                                            (1.0 - std::pow(beta1, t)));
     float const b1 = beta1, b2 = beta2, eps = epsilon, scale = u.grad_scale;
-    math::for_each_index(ctx, u.weights.size(), [=](std::size_t i) {
+    math::for_each_index(ctx, u.weights.size(), [=] CONVOY_HOST_DEVICE(std::size_t i) {
       float const gi = scale * g[i];
       m[i] = b1 * m[i] + (1.0f - b1) * gi;
       v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;

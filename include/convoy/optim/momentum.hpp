@@ -4,6 +4,7 @@
 #include <array>
 #include <string_view>
 
+#include "../core/host_device.hpp"
 #include "../math/host.hpp"
 #include "update.hpp"
 
@@ -21,7 +22,7 @@ struct Momentum {
     float const* g = u.grads.data();
     float* v = u.slots[0];
     float const lr = learning_rate, mu = momentum, scale = u.grad_scale;
-    math::for_each_index(ctx, u.weights.size(), [=](std::size_t i) {
+    math::for_each_index(ctx, u.weights.size(), [=] CONVOY_HOST_DEVICE(std::size_t i) {
       v[i] = mu * v[i] + scale * g[i];
       w[i] -= lr * v[i];
     });

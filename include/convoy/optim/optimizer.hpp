@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory_resource>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,9 +22,10 @@
 
 namespace convoy::optim {
 
-/// Slot arrays (same layout as the weights arena) and the number of updates applied so far.
+/// Slot arrays (same layout as the weights arena) and the number of updates applied so far. The
+/// arrays live where make_state() was told: heap memory, or a device context's memory.
 struct OptimizerState {
-  std::vector<std::vector<float>> slots;
+  std::vector<std::pmr::vector<float>> slots;
   std::int64_t updates = 0;
 };
 
@@ -65,11 +67,13 @@ class Optimizer {
     std::visit([rate](auto& o) { o.learning_rate = rate; }, any_);
   }
 
-  /// Zeroed slots sized for `arena_size` floats.
-  OptimizerState make_state(std::size_t arena_size) const {
-    return OptimizerState{
-        std::vector<std::vector<float>>(slot_names().size(), std::vector<float>(arena_size, 0.0f)),
-        0};
+  /// Zeroed slots sized for `arena_size` floats, allocated from `memory` (a context's memory()).
+  OptimizerState make_state(std::size_t arena_size, std::pmr::memory_resource* memory =
+                                                        std::pmr::new_delete_resource()) const {
+    OptimizerState state;
+    for (std::size_t s = 0; s < slot_names().size(); ++s)
+      state.slots.emplace_back(arena_size, 0.0f, memory);
+    return state;
   }
 
   /// One update of weights[begin, begin + grads.size()) with `state`'s matching slot ranges,
@@ -91,6 +95,9 @@ class Optimizer {
     Update u{weights.subspan(begin, grads.size()), grads, {}, grad_scale, step};
     for (std::size_t s = 0; s < state.slots.size(); ++s) u.slots[s] = state.slots[s].data() + begin;
     std::visit([&](auto const& o) { o.apply(ctx, u); }, any_);
+    // A device context queues the update; the engines and Trainer read the weights on the host
+    // between steps, so it has to be done when apply returns.
+    if constexpr (requires { ctx.synchronize(); }) ctx.synchronize();
   }
 
  private:

@@ -4,6 +4,7 @@
 #include <array>
 #include <string_view>
 
+#include "../core/host_device.hpp"
 #include "../math/host.hpp"
 #include "update.hpp"
 
@@ -19,7 +20,7 @@ struct Sgd {
     float* w = u.weights.data();
     float const* g = u.grads.data();
     float const step = learning_rate * u.grad_scale;
-    math::for_each_index(ctx, u.weights.size(), [=](std::size_t i) { w[i] -= step * g[i]; });
+    math::for_each_index(ctx, u.weights.size(), [=] CONVOY_HOST_DEVICE(std::size_t i) { w[i] -= step * g[i]; });
   }
   friend bool operator==(Sgd const&, Sgd const&) = default;
 };

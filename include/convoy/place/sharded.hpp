@@ -18,14 +18,16 @@ namespace convoy::place {
 
 namespace detail {
 
-/// The concatenation of `Parts`, as a std::string_view into static storage: a constant
-/// expression, so it can name a policy (`static constexpr std::string_view name`).
-template <std::string_view const&... Parts>
+/// The concatenation of `*Parts`, as a std::string_view into static storage: a constant
+/// expression, so it can name a policy (`static constexpr std::string_view name`). Pointers, not
+/// references: nvcc 13 writes reference arguments back out as pointers in the host code it
+/// generates, which then does not compile.
+template <std::string_view const*... Parts>
 struct joined {
   static constexpr auto chars = [] {
-    std::array<char, (Parts.size() + ... + 0) + 1> text{};
+    std::array<char, (Parts->size() + ... + 0) + 1> text{};
     std::size_t at = 0;
-    for (std::string_view part : {Parts...}) {
+    for (std::string_view part : {*Parts...}) {
       for (char c : part) text[at++] = c;
     }
     return text;  // the last char stays '\0', so data() is also a C string
@@ -53,7 +55,7 @@ struct Sharded {
   using policy_category = placement_tag;
   /// "Sharded<GreedyBySize>", built from Rule::name when compiling.
   static constexpr std::string_view name =
-      detail::joined<detail::sharded_open, Rule::name, detail::sharded_close>::value;
+      detail::joined<&detail::sharded_open, &Rule::name, &detail::sharded_close>::value;
   /// The shards hold the weights; a worker pulls copies.
   static constexpr bool shared_weights = true;
   Rule rule{};

@@ -181,7 +181,7 @@ TEST_CASE("softmax_cross_entropy_metrics sums the loss and counts correct predic
                                   5.0f, 1.0f, 1.0f,    // label 0: correct
                                   0.0f, 3.0f, -1.0f};  // label 2: wrong
   std::vector<std::int32_t> const labels{1, 0, 0, 2};
-  Metrics const m = convoy::nn::softmax_cross_entropy_metrics(logits, labels, 4, 3);
+  Metrics const m = convoy::nn::softmax_cross_entropy_metrics(convoy::exec::Host{}, logits, labels, 4, 3);
   CHECK(m.count == 4);
   CHECK(m.correct == 2);
   double expected = 0.0;

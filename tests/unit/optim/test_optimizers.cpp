@@ -216,8 +216,8 @@ TEST_CASE("Optimizer reports its name and slot names and sizes its state") {
 
   OptimizerState const state = Optimizer(Adam{}).make_state(9);
   REQUIRE(state.slots.size() == 2);
-  CHECK(state.slots[0] == std::vector<float>(9, 0.0f));
-  CHECK(state.slots[1] == std::vector<float>(9, 0.0f));
+  CHECK(state.slots[0] == std::pmr::vector<float>(9, 0.0f));
+  CHECK(state.slots[1] == std::pmr::vector<float>(9, 0.0f));
   CHECK(state.updates == 0);
   CHECK(Optimizer(Sgd{}).make_state(9).slots.empty());
 }

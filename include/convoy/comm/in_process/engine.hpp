@@ -83,7 +83,7 @@ class Engine {
       where = "/cpu:0 (one central copy; replicas " +
               std::string(lock_step_ ? "read it" : "pull copies of it") + ")";
     } else if (replicas == 1) {
-      where = "/cpu:0";
+      where = std::string(group_->context(0).name);
     } else {
       where = "mirrored on /cpu:0 replicas 0-" + std::to_string(replicas - 1);
     }

@@ -1,0 +1,26 @@
+# convoy::cuda: the CUDA device backend (exec::Cuda, place::Gpu on a device, the math in
+# convoy/math/cuda.cuh). An INTERFACE target linking convoy::convoy, the CUDA runtime and cuBLAS,
+# with what nvcc needs to compile convoy's headers: C++20, __host__ __device__ lambdas
+# (--extended-lambda) and constexpr standard functions on the device (--expt-relaxed-constexpr).
+# A program that links it compiles its training code as CUDA (.cu files). C++20 is a flag, not the
+# cuda_std_20 compile feature, which CMake before 3.28 does not know for CUDA 13.
+#
+# Input: CONVOY_ENABLE_CUDA is ON and CMAKE_CUDA_COMPILER is set (CMakeLists.txt checks both).
+
+# nvcc is slow and every architecture is another device compile of each .cu file: one by default,
+# sm_90 (H100, H200). Set CMAKE_CUDA_ARCHITECTURES (for example "80;90" or "native") for others.
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(CMAKE_CUDA_ARCHITECTURES 90)
+endif()
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+
+add_library(convoy_cuda INTERFACE)
+add_library(convoy::cuda ALIAS convoy_cuda)
+target_link_libraries(convoy_cuda INTERFACE convoy CUDA::cudart CUDA::cublas)
+# CONVOY_WITH_CUDA tells the headers (place/gpu.hpp) that the CUDA runtime is linked. OpenMP's
+# imported target gives -fopenmp to C++ files only; convoy's host math (Thrust's OpenMP system)
+# needs it in the host half of .cu files too.
+target_compile_definitions(convoy_cuda INTERFACE CONVOY_WITH_CUDA=1)
+target_compile_options(convoy_cuda INTERFACE
+  $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --extended-lambda --expt-relaxed-constexpr -Xcompiler=-fopenmp>)

@@ -1,0 +1,44 @@
+// comm::Nccl: replicas on CUDA devices exchange through NCCL collectives, one process per device
+// or a group of devices in one process. With sync::Synchronous the gradients are summed in buckets
+// during the backward pass; with sync::BoundedStaleness<S> replicas step alone and average their
+// weights every S+1 steps; sync::Asynchronous does not compile. The pieces are in comm/nccl/ (the
+// communicator, the unique-id bootstrap, the bucket exchange) and comm/buckets/; the engine that
+// puts them into a Strategy waits for the CUDA execution context (docs/nccl.md).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+#include "../cluster/cluster.hpp"
+#include "../core/concepts.hpp"
+
+namespace convoy::comm {
+
+namespace nccl {
+/// comm::Nccl's engine: declared here, defined with the CUDA execution context (docs/nccl.md).
+template <class Model, class Placement, class Sync>
+class Engine;
+}  // namespace nccl
+
+struct Nccl {
+  using policy_category = communication_tag;
+  static constexpr std::string_view name = "Nccl";
+  static constexpr bool collective = true;  ///< every replica takes part in every exchange
+  /// This process's cluster; empty: resolved from the environment (Cluster::from_environment()).
+  /// Its worker 0 serves the NCCL unique id at its address (comm/nccl/unique_id_bootstrap.hpp).
+  std::optional<Cluster> cluster{};
+  /// Gradients per allreduce: a bucket starts as soon as the backward pass has finished it.
+  std::size_t bucket_bytes = std::size_t{25} << 20;
+  /// How long a collective may take before the communicator is aborted and the run stops.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  /// How long the ranks wait for one another to share the unique id.
+  std::chrono::milliseconds bootstrap_timeout{std::chrono::minutes(2)};
+
+  template <class Model, class Placement, class Sync>
+  using engine = nccl::Engine<Model, Placement, Sync>;
+};
+static_assert(communication_policy<Nccl>);
+
+}  // namespace convoy::comm
