@@ -246,10 +246,13 @@ def cut_run(net, program):
         net.link(("worker", 1), "up")
         marks["lines"] = len(worker.output())  # progress lines are flushed as they are written
 
-    # 3000 global steps: worker 0 alone must not finish them all while worker 1 is cut off.
-    # A narrower model (hidden 100) keeps its 3000 steps short on a loaded machine.
+    # Worker 0 alone must not finish every global step while worker 1 is cut off and connects
+    # again (the cut, then TCP's retransmission back-off: up to a few seconds more), or worker 1
+    # returns to a ps that has ended. Alone it does about 1000 steps/s of this narrow model
+    # (hidden 100) on an idle machine, so 12000 steps leave it at least 12 s of work; under load
+    # it is slower, which only widens the margin. Both together take 6-8 s idle.
     tasks = run_cluster(net, program, ["--strategy", "ps-async", "--hidden", "100", "--steps",
-                                       "3000", "--batch", "100", "--log-every", "25",
+                                       "12000", "--batch", "100", "--log-every", "250",
                                        "--allow-plaintext", "--heartbeat-ms", str(HEARTBEAT_MS)],
                         during=cut)
     ps, _, worker = tasks
