@@ -202,17 +202,15 @@ bool run(std::string const& scenario, std::filesystem::path const& dir, int ps, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::string(argv[1]) == "--task") {
+  auto const keep_heap_task = [](std::string const& scenario, std::filesystem::path const& dir) {
     if (std::getenv("CONVOY_BENCH_HEAP")) {  // --keep-heap, passed to every task
       mallopt(M_MMAP_THRESHOLD, 1 << 30);
       mallopt(M_TRIM_THRESHOLD, 1 << 30);
     }
-    try {
-      return task(argv[2], argv[3]);
-    } catch (std::exception const& e) {
-      std::cerr << "task failed: " << e.what() << std::endl;
-      return 1;
-    }
+    return task(scenario, dir);
+  };
+  if (auto const status = convoy::testing::run_task_if_asked(argc, argv, keep_heap_task)) {
+    return *status;
   }
   bool quick = false, keep_heap = false;
   bench::CommandLine cli("bench_ps",

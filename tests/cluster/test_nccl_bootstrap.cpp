@@ -128,14 +128,7 @@ TEST_CASE("a foreign request is refused and serving goes on; an id of another si
 }
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::string(argv[1]) == "--task") {
-    try {
-      return task(argv[2], argv[3]);
-    } catch (std::exception const& e) {
-      std::cerr << "task failed: " << e.what() << std::endl;
-      return 1;
-    }
-  }
+  if (auto const status = convoy::testing::run_task_if_asked(argc, argv, task)) return *status;
   program = argv[0];
   doctest::Context context(argc, argv);
   return context.run();

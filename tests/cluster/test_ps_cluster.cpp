@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster_model.hpp"
 #include "processes.hpp"
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
@@ -28,23 +29,13 @@ using namespace convoy;
 constexpr std::int64_t steps = 30;
 constexpr std::size_t batch_size = 48;
 
-io::Dataset data() { return testing::synthetic_classes(480, 12, 3); }
-nn::Mlp make_model() { return nn::Mlp({12, 16, 3}); }
-optim::Optimizer optimizer() { return optim::Adam{0.01f}; }
+using testing::SlowMlp;
+io::Dataset data() { return testing::cluster_data(); }
+nn::Mlp make_model() { return testing::cluster_mlp(); }
+optim::Optimizer optimizer() { return testing::cluster_optimizer(); }
 
 // ---- the tasks ------------------------------------------------------------------------------
 
-// A worker slowed on purpose (scenario "<name>:slow=<rank>:<ms>").
-struct SlowMlp {
-  nn::Mlp mlp = make_model();
-  int sleep_ms = 0;
-  Variables& variables() { return mlp.variables(); }
-  float forward_backward(Batch const& batch) {
-    if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
-    return mlp.forward_backward(batch);
-  }
-  Metrics evaluate(Batch const& batch) { return mlp.evaluate(batch); }
-};
 
 // Scenario flags after the policy's name: ":slow=<rank>:<ms>", ":steps=<n>", ":ckpt" (checkpoints
 // every 10 steps into <dir>/ckpt, resuming from the latest).
@@ -294,14 +285,7 @@ TEST_CASE("the same program runs unchanged under the variables of torchrun, Open
 }
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::string(argv[1]) == "--task") {
-    try {
-      return task(argv[2], argv[3]);
-    } catch (std::exception const& e) {
-      std::cerr << "task failed: " << e.what() << std::endl;
-      return 1;
-    }
-  }
+  if (auto const status = convoy::testing::run_task_if_asked(argc, argv, task)) return *status;
   program = argv[0];
   doctest::Context context(argc, argv);
   return context.run();

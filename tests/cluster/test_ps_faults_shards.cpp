@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster_model.hpp"
 #include "processes.hpp"
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
@@ -36,29 +37,23 @@ constexpr std::int64_t steps = 30;
 constexpr std::int64_t checkpoint_every = 10;
 constexpr std::size_t batch_size = 48;
 
-io::Dataset data() { return testing::synthetic_classes(480, 12, 3); }
-nn::Mlp make_model() { return nn::Mlp({12, 16, 3}); }
-optim::Optimizer optimizer() { return optim::Adam{0.01f}; }
+using testing::SlowMlp;
+io::Dataset data() { return testing::cluster_data(); }
+nn::Mlp make_model() { return testing::cluster_mlp(); }
+optim::Optimizer optimizer() { return testing::cluster_optimizer(); }
 
 // ---- the tasks ------------------------------------------------------------------------------
 
 // Each step sleeps a little, so that a kill lands mid-run.
-struct PacedMlp {
-  nn::Mlp mlp = make_model();
-  Variables& variables() { return mlp.variables(); }
-  float forward_backward(Batch const& batch) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(15));
-    return mlp.forward_backward(batch);
-  }
-  Metrics evaluate(Batch const& batch) { return mlp.evaluate(batch); }
-};
+constexpr int step_sleep_ms = 15;
 
 template <class Sync>
 int run_task(Sync sync, std::filesystem::path const& dir) {
-  using S = Strategy<PacedMlp, place::Sharded<>, comm::ZmqPs, Sync>;
+  using S = Strategy<SlowMlp, place::Sharded<>, comm::ZmqPs, Sync>;
   auto const cluster = Cluster::from_environment();
-  Trainer<S> trainer{S{PacedMlp{}, {}, comm::ZmqPs{.connect_timeout = sync.timeout}, sync},
-                     optimizer()};
+  SlowMlp model;
+  model.sleep_ms = step_sleep_ms;
+  Trainer<S> trainer{S{model, {}, comm::ZmqPs{.connect_timeout = sync.timeout}, sync}, optimizer()};
   auto const train = data();
   // Each step's global step, for the test to time its kills by (after that step's checkpoint).
   std::ofstream progress(dir / ("steps-" + cluster.job + std::to_string(cluster.index) + ".txt"));
@@ -506,14 +501,7 @@ TEST_CASE("a shard that never comes back stops every worker within its timeout, 
 }
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::string(argv[1]) == "--task") {
-    try {
-      return task(argv[2], argv[3]);
-    } catch (std::exception const& e) {
-      std::cerr << "task failed: " << e.what() << std::endl;
-      return 1;
-    }
-  }
+  if (auto const status = convoy::testing::run_task_if_asked(argc, argv, task)) return *status;
   program = argv[0];
   doctest::Context context(argc, argv);
   return context.run();

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster_model.hpp"
 #include "processes.hpp"
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
@@ -34,19 +35,9 @@ using clock_type = std::chrono::steady_clock;
 
 constexpr std::size_t batch_size = 48;
 
-io::Dataset data() { return testing::synthetic_classes(480, 12, 3); }
+using testing::SlowMlp;
+io::Dataset data() { return testing::cluster_data(); }
 
-// The model of test_ps_cluster, slowed on purpose so that a kill lands mid-run.
-struct SlowMlp {
-  nn::Mlp mlp = nn::Mlp({12, 16, 3});
-  int sleep_ms = 0;
-  Variables& variables() { return mlp.variables(); }
-  float forward_backward(Batch const& batch) {
-    if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
-    return mlp.forward_backward(batch);
-  }
-  Metrics evaluate(Batch const& batch) { return mlp.evaluate(batch); }
-};
 
 // ---- the tasks ------------------------------------------------------------------------------
 
@@ -390,14 +381,7 @@ TEST_CASE("twenty workers killed at random times: no hangs") {
 }
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::string(argv[1]) == "--task") {
-    try {
-      return task(argv[2], argv[3]);
-    } catch (std::exception const& e) {
-      std::cerr << "task failed: " << e.what() << std::endl;
-      return 1;
-    }
-  }
+  if (auto const status = convoy::testing::run_task_if_asked(argc, argv, task)) return *status;
   program = argv[0];
   doctest::Context context(argc, argv);
   return context.run();

@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -205,6 +207,20 @@ inline std::vector<Task> run_cluster(std::string program, std::string const& sce
   }
   finish(tasks, std::chrono::steady_clock::now() + limit);
   return tasks;
+}
+
+/// The task half of such a program's main: for "<program> --task <scenario> <dir>", runs
+/// task(scenario, dir) and returns its exit status (a throw is printed as "task failed: <what>" and
+/// gives 1); for any other command line, nothing: the program goes on as the driver.
+template <class Run>
+std::optional<int> run_task_if_asked(int argc, char** argv, Run&& task) {
+  if (argc != 4 || std::string_view(argv[1]) != "--task") return std::nullopt;
+  try {
+    return task(std::string(argv[2]), std::filesystem::path(argv[3]));
+  } catch (std::exception const& e) {
+    std::cerr << "task failed: " << e.what() << std::endl;
+    return 1;
+  }
 }
 
 }  // namespace convoy::testing
