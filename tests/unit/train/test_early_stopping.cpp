@@ -27,7 +27,8 @@ HistoryRecord evaluation(std::int64_t step, double loss, double accuracy) {
 
 TEST_CASE("early stopping counts evaluations without improvement, in the monitor's direction") {
   std::ostringstream log;
-  RunControl control{.log = &log};
+  RunControl control;  // not {.log = &log}: g++ -Wextra warns of each std::function member before it
+  control.log = &log;
   auto hooks = callbacks::early_stopping({.monitor = {.min_delta = 0.05}, .patience = 2});
   hooks.on_begin(control);
   CHECK(hooks.on_evaluate(evaluation(1, 1.00, 0.5), control));
