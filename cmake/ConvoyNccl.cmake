@@ -56,4 +56,6 @@ add_library(convoy_nccl INTERFACE)
 add_library(convoy::nccl ALIAS convoy_nccl)
 target_include_directories(convoy_nccl SYSTEM INTERFACE "${CONVOY_NCCL_INCLUDE_DIR}")
 target_link_libraries(convoy_nccl INTERFACE convoy_zmq_ps CUDA::cudart "${CONVOY_NCCL_LIBRARY}")
+# What <convoy/comm/nccl.hpp> looks for to bring comm::Nccl's engine (with CONVOY_WITH_CUDA).
+target_compile_definitions(convoy_nccl INTERFACE CONVOY_WITH_NCCL=1)
 message(STATUS "convoy: convoy::nccl is built (NCCL: ${CONVOY_NCCL_LIBRARY})")

@@ -144,10 +144,9 @@ class Strategy {
   using engine_type = typename detail::engine_of<Model, Placement, Comm, Sync>::type;
   static_assert(!detail::collective<Comm> || std::same_as<Sync, sync::Asynchronous> ||
                     detail::engine<engine_type>,
-                "convoy: comm::Nccl's engine runs on CUDA devices through the CUDA execution "
-                "context, which this build does not have yet; its parts (the bucket engine, the "
-                "communicator, the unique-id bootstrap) are in comm/nccl/ and comm/buckets/, see "
-                "docs/nccl.md. On the host, use comm::InProcess.");
+                "convoy: comm::Nccl's engine runs on CUDA devices: it needs convoy::nccl and "
+                "convoy::cuda (a file compiled by nvcc), where <convoy/comm/nccl.hpp> brings it "
+                "(docs/nccl.md). On the host, use comm::InProcess.");
   static_assert(!communication_policy<Comm> || detail::collective<Comm> ||
                     detail::engine<engine_type>,
                 "convoy: a communication policy needs 'template <class Model, class Placement, "

@@ -1,7 +1,7 @@
-// comm::Nccl's engine needs the CUDA execution context; a build without it says so, and where the
-// parts that exist are, instead of failing inside the engine.
-// expected-error: comm::Nccl's engine runs on CUDA devices through the CUDA execution context
-// expected-error: see docs/nccl.md
+// comm::Nccl's engine needs convoy::nccl and convoy::cuda; a file built without them says so, and
+// what to use on the host, instead of failing inside the engine.
+// expected-error: comm::Nccl's engine runs on CUDA devices: it needs convoy::nccl and convoy::cuda
+// expected-error: On the host, use comm::InProcess
 #include <convoy/comm/nccl.hpp>
 #include <convoy/nn/mlp.hpp>
 #include <convoy/strategy.hpp>

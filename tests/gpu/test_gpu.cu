@@ -10,6 +10,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <convoy/comm/nccl.hpp>  // with convoy::nccl (CONVOY_WITH_NCCL), comm::Nccl's engine
 #include <convoy/exec/cuda.hpp>
 #include <convoy/math/cuda.cuh>
 #include <convoy/nn/mlp.hpp>
@@ -228,6 +229,41 @@ TEST_CASE("synchronous training of the MLP on the device matches the host step f
   CHECK(host_metrics.accuracy() > 0.5);  // it learned: chance is 0.1
 }
 
+#if defined(CONVOY_WITH_NCCL)
+TEST_CASE("comm::Nccl with one rank on the device trains like place::Gpu over InProcess") {
+  // One rank: NCCL's allreduce over one device is the identity, so the bucketed step, the
+  // optimizer on the device and the run's start (every replica takes rank 0's state) must give
+  // the weights of the in-process engine on the same device, to float tolerance.
+  using NcclStrategy = Strategy<nn::Mlp, place::Gpu, comm::Nccl, sync::Synchronous>;
+  using InProcessGpu = Strategy<nn::Mlp, place::Gpu, comm::InProcess, sync::Synchronous>;
+  std::size_t const features = 64, classes = 10, batch = 128;
+  auto const data = testing::synthetic_classes(batch * 40, features, classes, seed);
+  nn::Mlp const model({features, 96, 48, classes}, "mlp", seed);
+  Cluster alone;  // a single process: rank 0 of 1, no coordinator to ask
+  // Buckets of 4 KiB: several per step, so the overlap path runs.
+  Trainer<NcclStrategy> nccl(
+      NcclStrategy(model, place::Gpu{.device = 0, .strict = true},
+                   comm::Nccl{.cluster = alone, .bucket_bytes = 4096, .timeout = std::chrono::seconds(60)}),
+      optim::Momentum{0.05f, 0.9f});
+  Trainer<InProcessGpu> reference(InProcessGpu(model, place::Gpu{.device = 0, .strict = true}),
+                                  optim::Momentum{0.05f, 0.9f});
+  FitOptions const options{.steps = 30, .batch_size = batch, .log_every = 0, .log = nullptr};
+  auto const got = nccl.fit(data, options);
+  auto const want = reference.fit(data, options);
+  CHECK(got.global_step == 30);
+  CHECK(nccl.strategy().counters().applied == 30);
+  auto const got_weights = nccl.get_weights();
+  for (auto const& [name, tensor] : reference.get_weights()) {
+    CAPTURE(name);
+    CHECK(relative_error(got_weights.at(name).data, tensor.data) < 1e-5);
+  }
+  CHECK(std::abs(got.last_loss - want.last_loss) <= 1e-5f * std::abs(want.last_loss));
+  // A second run goes on from the first: counters and the momentum slots carry over.
+  CHECK(nccl.fit(data, FitOptions{.steps = 35, .batch_size = batch, .log_every = 0, .log = nullptr})
+            .global_step == 35);
+}
+#endif
+
 TEST_SUITE_END();
 
 namespace {
@@ -328,6 +364,20 @@ TEST_CASE("a strategy on place::Gpu trains step for step like one on place::Host
   }
   CHECK(std::abs(gpu_result.last_loss - host_result.last_loss) <= 1e-4f * host_result.last_loss);
 }
+
+#if defined(CONVOY_WITH_NCCL)
+TEST_CASE("comm::Nccl refuses a place::Gpu that fell back to the host, naming why") {
+  int const count = exec::cuda::device_count();
+  using NcclStrategy = Strategy<nn::Mlp, place::Gpu, comm::Nccl, sync::Synchronous>;
+  ClogCapture capture;  // place::Gpu's one line on the fallback
+  CHECK_THROWS_WITH_AS(NcclStrategy(nn::Mlp({4, 2}), place::Gpu{.device = count},
+                                    comm::Nccl{.cluster = Cluster{}}),
+                       doctest::Contains("comm::Nccl reduces on CUDA devices, and place::Gpu is "
+                                         "computing on the host"),
+                       PlacementError);
+  CHECK(capture.text.str().find("cannot be honoured") != std::string::npos);
+}
+#endif
 
 TEST_CASE("a CUDA call that fails names the call and the device") {
   int const count = exec::cuda::device_count();

@@ -3,7 +3,8 @@
 // during the backward pass; with sync::BoundedStaleness<S> replicas step alone and average their
 // weights every S+1 steps; sync::Asynchronous does not compile. The pieces are in comm/nccl/ (the
 // communicator, the unique-id bootstrap, the bucket exchange) and comm/buckets/; the engine that
-// puts them into a Strategy waits for the CUDA execution context (docs/nccl.md).
+// puts them into a Strategy (comm/nccl/engine.hpp) comes with this header in a build that has
+// both convoy::nccl and convoy::cuda (docs/nccl.md).
 #pragma once
 
 #include <chrono>
@@ -17,7 +18,8 @@
 namespace convoy::comm {
 
 namespace nccl {
-/// comm::Nccl's engine: declared here, defined with the CUDA execution context (docs/nccl.md).
+/// comm::Nccl's engine: declared here, defined in comm/nccl/engine.hpp (convoy::nccl and
+/// convoy::cuda).
 template <class Model, class Placement, class Sync>
 class Engine;
 }  // namespace nccl
@@ -42,3 +44,7 @@ struct Nccl {
 static_assert(communication_policy<Nccl>);
 
 }  // namespace convoy::comm
+
+#if defined(CONVOY_WITH_NCCL) && defined(CONVOY_WITH_CUDA)
+#include "nccl/engine.hpp"
+#endif

@@ -118,6 +118,14 @@ class ReplicaGroup {
 
   Counters& counters() { return counters_; }
   Counters const& counters() const { return counters_; }
+  /// The replicas the counters count: this group's, or every process's in a collective run
+  /// (count_replicas), so that batches() and a snapshot's local steps cover the whole run.
+  std::size_t counted_replicas() const { return counted_ != 0 ? counted_ : size(); }
+  /// Counts `replicas` in all from now on, starting every local step at zero.
+  void count_replicas(std::size_t replicas) {
+    counted_ = replicas;
+    counters_.local_steps.assign(replicas, 0);
+  }
 
   /// Engines hold it shared while they change the weights and counters of a step that others may
   /// read; snapshot() and read_weights() hold it exclusively, so they see one consistent state.
@@ -189,7 +197,7 @@ class ReplicaGroup {
   /// replica continues at the mean local step (so the data consumed, in epochs, is kept) and the
   /// generators start afresh.
   void restore(Snapshot const& s) {
-    auto unpacked = unpack(s, layout(), optimizer_, size());
+    auto unpacked = unpack(s, layout(), optimizer_, counted_replicas());
     std::vector<std::mt19937_64> generators;
     if (s.generators.size() == size()) {
       for (auto const& text : s.generators) {
@@ -234,6 +242,7 @@ class ReplicaGroup {
   optim::Optimizer optimizer_{optim::Sgd{}};
   optim::OptimizerState slots_;
   Counters counters_;
+  std::size_t counted_ = 0;  // 0: size()
   std::unique_ptr<std::shared_mutex> gate_ = std::make_unique<std::shared_mutex>();
 };
 

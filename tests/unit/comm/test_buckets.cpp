@@ -247,8 +247,9 @@ TEST_CASE("bucketed training matches the unbucketed lock-step path bit for bit")
       for (std::size_t r = 0; r < replicas; ++r) {
         threads.emplace_back([&, r] {
           auto port = exchange.port(r);
+          auto slots = sgd.make_state(prototype.variables().element_count());
           comm::CollectiveReplica<nn::Mlp, exec::Host, BucketExchange::Port, sync::Synchronous>
-              replica(models[r], exec::Host{}, plan, port, replicas, sgd);
+              replica(models[r], exec::Host{}, plan, port, replicas, sgd, slots);
           for (std::int64_t s = 0; s < steps; ++s) replica.step(batch(r, s));
         });
       }
@@ -306,8 +307,9 @@ TEST_CASE(
     for (std::size_t r = 0; r < replicas; ++r) {
       threads.emplace_back([&, r] {
         auto port = exchange.port(r);
+        auto slots = momentum.make_state(prototype.variables().element_count());
         comm::CollectiveReplica<nn::Mlp, exec::Host, BucketExchange::Port, Sync> replica(
-            models[r], exec::Host{}, plan, port, replicas, momentum);
+            models[r], exec::Host{}, plan, port, replicas, momentum, slots);
         for (std::int64_t s = 0; s < steps; ++s) {
           replica.step(batch(r, s));
           if (s + 1 == 6) {

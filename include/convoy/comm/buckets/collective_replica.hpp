@@ -13,6 +13,7 @@
 
 #include "../../core/concepts.hpp"
 #include "../../core/error.hpp"
+#include "../../core/host_device.hpp"
 #include "../../math/host.hpp"
 #include "../../optim/optimizer.hpp"
 #include "../../sync/bounded_staleness.hpp"
@@ -35,51 +36,67 @@ struct collective_schedule<sync::BoundedStaleness<S>> {
   static constexpr bool averages_weights = true;  ///< local steps, then the mean of the weights
   static constexpr std::int64_t period = S + 1;
 };
+namespace detail {
+// Free functions, not members: nvcc accepts a __host__ __device__ lambda only in a named function
+// that is not a private member.
+template <class Context>
+void scale(Context const& ctx, std::span<float> x, float s) {
+  float* p = x.data();
+  math::for_each_index(ctx, x.size(), [p, s] CONVOY_HOST_DEVICE(std::size_t i) { p[i] *= s; });
+}
+template <class Context>
+void fill_zero(Context const& ctx, std::span<float> x) {
+  float* p = x.data();
+  math::for_each_index(ctx, x.size(), [p] CONVOY_HOST_DEVICE(std::size_t i) { p[i] = 0.0f; });
+}
+}  // namespace detail
+
 /// A Sync policy a collective can run.
 template <class Sync>
 concept collective_sync = requires {
   collective_schedule<Sync>::period;
 };
 
-/// One replica of a collective run. Holds references to the model, plan and exchange, which must
-/// outlive it, and its own optimizer slots. Driven by the replica's thread.
+/// One replica of a collective run. Holds references to the model, plan, exchange and optimizer
+/// slots, which must outlive it. Driven by the replica's thread.
 template <class Model, class Context, bucket_exchange Exchange, collective_sync Sync>
 class CollectiveReplica {
   using schedule = collective_schedule<Sync>;
 
  public:
-  /// `world_size`: the replicas the exchange reduces over.
+  /// `world_size`: the replicas the exchange reduces over. `slots`: this replica's optimizer state
+  /// (under Synchronous every replica's is the same, so the engine gives replica 0 the one it
+  /// saves); its update count numbers the steps, so a later run goes on where this one stopped.
   CollectiveReplica(Model& model, Context ctx, BucketPlan const& plan, Exchange& exchange,
-                    std::size_t world_size, optim::Optimizer optimizer)
+                    std::size_t world_size, optim::Optimizer optimizer,
+                    optim::OptimizerState& slots)
       : model_(&model),
         ctx_(ctx),
         exchange_(&exchange),
         reducer_(plan, model.variables().grads(), exchange),
         scale_(1.0f / static_cast<float>(world_size)),
         optimizer_(optimizer),
-        slots_(optimizer.make_state(model.variables().element_count())) {}
+        slots_(&slots) {}
 
   /// One local step on `batch`; returns its loss. Blocks while the exchange does; throws what the
   /// model, the optimizer or the exchange throw (a timeout names who did not answer).
   float step(Batch const& batch) {
     auto& vars = model_->variables();
     float loss = 0.0f;
-    ++local_steps_;
+    std::int64_t const update = slots_->updates + 1;
     if constexpr (schedule::averages_weights) {
       loss = forward_backward_in(*model_, batch, ctx_);
-      optimizer_.apply(ctx_, vars.weights(), vars.grads(), slots_, 0, 1.0f, local_steps_);
-      if (local_steps_ % schedule::period == 0) average_weights();
+      optimizer_.apply(ctx_, vars.weights(), vars.grads(), *slots_, 0, 1.0f, update);
+      if (update % schedule::period == 0) average_weights();
     } else {
       reducer_.begin_step();
       loss = forward_backward_reporting(*model_, batch, ctx_, reducer_.hook());
       reducer_.finish();
-      optimizer_.apply(ctx_, vars.weights(), vars.grads(), slots_, 0, scale_, local_steps_);
+      optimizer_.apply(ctx_, vars.weights(), vars.grads(), *slots_, 0, scale_, update);
     }
+    slots_->updates = update;
     return loss;
   }
-
-  std::int64_t local_steps() const { return local_steps_; }
-  optim::OptimizerState const& slots() const { return slots_; }
 
  private:
   // Weights summed through the exchange in one piece (bucket 0), then scaled. Optimizer slots stay
@@ -88,9 +105,7 @@ class CollectiveReplica {
     auto const weights = model_->variables().weights();
     exchange_->start(0, weights);
     exchange_->wait();
-    float* w = weights.data();
-    float const s = scale_;
-    math::for_each_index(ctx_, weights.size(), [w, s](std::size_t i) { w[i] *= s; });
+    detail::scale(ctx_, weights, scale_);
   }
 
   Model* model_;
@@ -99,8 +114,7 @@ class CollectiveReplica {
   BucketReducer<Exchange> reducer_;
   float scale_;
   optim::Optimizer optimizer_;
-  optim::OptimizerState slots_;
-  std::int64_t local_steps_ = 0;
+  optim::OptimizerState* slots_;
 };
 
 }  // namespace convoy::comm

@@ -1,0 +1,333 @@
+// CollectiveEngine: the engine of a Comm whose replicas exchange through a collective, an allreduce
+// among equals with no central copy (comm::Nccl). It is generic over the fabric that gives each of
+// this process's replicas its exchange: NCCL on CUDA devices (comm/nccl/engine.hpp), or the
+// in-process bucket exchange (comm/in_process/bucket_fabric.hpp), which runs this same code on the
+// host in the tests. Every replica of every process takes every step. At the start of each run
+// every replica takes the weights, optimizer slots and counters of the run's replica 0, so ranks
+// built from other seeds, and ranks whose chief alone resumed from a checkpoint, go on from one
+// state (what DDP does with the parameters at construction).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <memory_resource>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "../../core/concepts.hpp"
+#include "../../core/error.hpp"
+#include "../../core/snapshot.hpp"
+#include "../../optim/optimizer.hpp"
+#include "../../sync/synchronous.hpp"
+#include "../../train/step.hpp"
+#include "../in_process/replica_threads.hpp"
+#include "../in_process/step_barrier.hpp"
+#include "../replica_group.hpp"
+#include "bucket_plan.hpp"
+#include "collective_replica.hpp"
+
+namespace convoy::comm {
+
+/// What CollectiveEngine needs of a fabric, built as Fabric(comm_policy, group, bucket_plan): the
+/// exchange of each of this process's replicas, where they stand among all the run's replicas,
+/// and a way to stop the others when one fails.
+template <class F>
+concept collective_fabric = requires(F& f, F const& cf, std::size_t r, std::string const& why) {
+  requires bucket_exchange<std::remove_reference_t<decltype(f.exchange(r))>>;
+  { cf.world_size() } -> std::convertible_to<std::size_t>;     ///< replicas in the whole run
+  { cf.first_replica() } -> std::convertible_to<std::size_t>;  ///< the run's index of our replica 0
+  { cf.describe() } -> std::convertible_to<std::string>;       ///< for the placement log
+  f.abort(why);  ///< wakes every replica waiting on the exchange; the fabric is spent
+};
+
+namespace detail {
+// Counters travel through the sum exchange as floats, every other replica adding zeros: each
+// int64 as three 21-bit pieces, which a float holds exactly, so the sum is the value itself.
+inline constexpr std::size_t pieces_per_count = 3;
+inline void encode_counts(std::span<std::int64_t const> counts, std::span<float> out) {
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    auto const v = static_cast<std::uint64_t>(counts[i]);
+    for (std::size_t k = 0; k < pieces_per_count; ++k)
+      out[i * pieces_per_count + k] = static_cast<float>((v >> (21 * k)) & 0x1FFFFF);
+  }
+}
+inline void decode_counts(std::span<float const> in, std::span<std::int64_t> counts) {
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    std::uint64_t v = 0;
+    for (std::size_t k = 0; k < pieces_per_count; ++k)
+      v |= static_cast<std::uint64_t>(in[i * pieces_per_count + k]) << (21 * k);
+    counts[i] = static_cast<std::int64_t>(v);
+  }
+}
+}  // namespace detail
+
+/// What a collective engine answers for (Strategy's state()): this process's replicas, by name,
+/// with size() counting every replica of the run, so that the sampler gives each its own slice.
+template <class Model, class Placement>
+class CollectiveState {
+ public:
+  using group_type = ReplicaGroup<Model, Placement>;
+
+  CollectiveState(Model prototype, Placement placement)
+      : group_(std::move(prototype), placement, /*central=*/false) {}
+
+  group_type& group() { return group_; }
+  group_type const& group() const { return group_; }
+  /// Every replica of the run, in every process.
+  std::size_t size() const { return group_.counted_replicas(); }
+  Variables const& layout() const { return group_.layout(); }
+  Counters const& counters() const { return group_.counters(); }
+  optim::Optimizer const& optimizer() const { return group_.optimizer(); }
+  void set_optimizer(optim::Optimizer optimizer) { group_.set_optimizer(optimizer); }
+  void set_learning_rate(float rate) { group_.set_learning_rate(rate); }
+  void read_weights(std::span<float> out) const { group_.read_weights(out); }
+  Snapshot snapshot() const { return group_.snapshot(); }
+  /// Restores this process's replicas. At the next run every process takes replica 0's state, so
+  /// restoring on the chief alone is enough.
+  void restore(Snapshot const& snapshot) { group_.restore(snapshot); }
+  /// The same for weights: those of the process holding the run's replica 0 win at the next run.
+  void set_weights(std::map<std::string, Tensor> const& named) { group_.set_weights(named); }
+  Model const& model() const { return group_.model(); }
+
+ private:
+  group_type group_;
+};
+
+template <class Model, class Placement, class Sync, collective_fabric Fabric>
+class CollectiveEngine {
+  using replica_type = CollectiveReplica<Model, typename Placement::context_type,
+                                         std::remove_reference_t<decltype(std::declval<Fabric&>()
+                                                                              .exchange(0))>,
+                                         Sync>;
+
+ public:
+  using state_type = CollectiveState<Model, Placement>;
+
+  /// Builds this process's replicas, then the fabric (which may wait for the other processes).
+  /// Throws Error for Synchronous with replicas_to_aggregate other than every replica (a collective
+  /// has no backup replicas), and what the fabric throws.
+  template <class Comm>
+  CollectiveEngine(Model prototype, Placement placement, Comm const& comm, Sync sync)
+      : sync_(sync),
+        state_(std::make_unique<state_type>(std::move(prototype), placement)),
+        plan_(state_->layout(), comm.bucket_bytes),
+        bucket_bytes_(comm.bucket_bytes),
+        fabric_(std::make_unique<Fabric>(comm, state_->group(), plan_)) {
+    auto const world = static_cast<std::size_t>(fabric_->world_size());
+    sync_.check(world);
+    if constexpr (std::same_as<Sync, sync::Synchronous>) {
+      auto const m = static_cast<std::size_t>(sync.replicas_to_aggregate);
+      if (m != 0 && m != world) {
+        throw Error("convoy: " + std::string(Comm::name) + " sums every replica's gradients in " +
+                    "each step; replicas_to_aggregate " + std::to_string(m) + " of " +
+                    std::to_string(world) + " needs a parameter server (comm::ZmqPs) or " +
+                    "comm::InProcess; leave it 0 here");
+      }
+    }
+    state_->group().count_replicas(world);
+  }
+
+  state_type& state() { return *state_; }
+  state_type const& state() const { return *state_; }
+  /// Every replica takes every step; callbacks run with all of this process's replicas at rest.
+  bool lock_step() const { return true; }
+  /// The process holding the run's replica 0 writes checkpoints; the others take its state at the
+  /// start of each run.
+  bool chief() const { return fabric_->first_replica() == 0; }
+  Fabric& fabric() { return *fabric_; }
+
+  /// Runs the plan; blocks. Every process of the run must run the same plan: the goal is reached
+  /// by every one at the same global step; an after_step that stops one process alone leaves the
+  /// others waiting in their next exchange until its timeout. Throws what a replica, the exchange
+  /// (TimeoutError naming who did not answer) or after_step threw; after an exchange failed, the
+  /// fabric is spent and later runs throw Error.
+  void run(RunPlan const& plan) {
+    if (!spent_.empty()) {
+      throw Error("convoy: this strategy's collective stopped in an earlier run (" + spent_ +
+                  "); its state is as of global step " +
+                  std::to_string(state_->counters().global_step) +
+                  ": save it with snapshot() and build a new strategy");
+    }
+    auto& group = state_->group();
+    group.check_optimizer_state();
+    std::size_t const local = group.size();
+    // Replica 0 steps the slots a snapshot saves; the others keep their own, taken from replica
+    // 0's at the start of the run.
+    std::vector<optim::OptimizerState> own_slots;
+    for (std::size_t r = 1; r < local; ++r) {
+      own_slots.push_back(group.optimizer().make_state(group.layout().element_count(),
+                                                       memory_of(group.context(r))));
+    }
+    auto slots_of = [&](std::size_t r) -> optim::OptimizerState& {
+      return r == 0 ? group.slots() : own_slots[r - 1];
+    };
+    std::vector<float> losses(local, 0.0f);
+    std::vector<double> seconds(local, 0.0);
+    in_process::FirstError error;
+    std::atomic<bool> failed{false};
+    bool stop = false;  // written only by the barrier's completion (or the one thread)
+    auto const barrier = std::make_unique<in_process::StepBarrier>(local);
+
+    auto finish_step = [&]() noexcept {
+      if (failed.load()) {
+        stop = true;
+        return;
+      }
+      auto& counters = group.counters();
+      ++counters.global_step;
+      counters.applied += static_cast<std::int64_t>(counters.local_steps.size());
+      for (auto& s : counters.local_steps) ++s;
+      float loss = 0.0f;
+      for (float l : losses) loss += l;
+      StepReport const report{.global_step = counters.global_step,
+                              .local_step = counters.local_steps[fabric_->first_replica()],
+                              .replica = fabric_->first_replica(),
+                              .loss = loss / static_cast<float>(local),
+                              .seconds = seconds[0],
+                              .applied = counters.applied,
+                              .dropped = counters.dropped,
+                              .batches = counters.batches()};
+      try {
+        if (plan.after_step && !plan.after_step(report)) stop = true;
+      } catch (...) {
+        error.capture();
+        stop = true;
+      }
+      if (plan.reached(counters.global_step, counters.batches())) stop = true;
+    };
+    auto fail = [&](std::size_t r) {
+      error.capture();
+      failed = true;
+      try {
+        fabric_->abort("replica " + std::to_string(fabric_->first_replica() + r) + " failed");
+      } catch (...) {  // the first error is the one to report
+      }
+      barrier->abort();
+    };
+    auto replica_loop = [&](std::size_t r) {
+      auto const ctx = group.context(r);
+      auto const scope = ctx.enter();
+      try {
+        auto& exchange = fabric_->exchange(r);
+        auto const start = take_replica_zero(r, exchange, slots_of(r));
+        replica_type replica(group.replica(r), ctx, plan_, exchange, group.counted_replicas(),
+                             group.optimizer(), slots_of(r));
+        auto const global = fabric_->first_replica() + r;
+        if (plan.reached(start.global_step, start.batches())) return;
+        // This thread's own count: replica 0's thread writes the group's counters meanwhile.
+        for (std::int64_t local_step = start.local_steps[global];; ++local_step) {
+          Batch const batch = plan.batch(global, local_step);
+          auto const began = std::chrono::steady_clock::now();
+          losses[r] = replica.step(batch);
+          seconds[r] =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+          if (local == 1) {
+            finish_step();
+          } else if (!barrier->arrive_and_wait(finish_step)) {
+            return;
+          }
+          if (stop) return;
+        }
+      } catch (...) {
+        fail(r);
+      }
+    };
+    if (local == 1) {
+      replica_loop(0);
+    } else {
+      std::vector<std::jthread> threads;
+      for (std::size_t r = 0; r < local; ++r) threads.emplace_back(replica_loop, r);
+    }
+    if (error.has_error()) {
+      if (failed.load()) spent_ = "an exchange was aborted when a replica failed";
+      error.rethrow();
+    }
+  }
+
+  /// Where every variable lives and which replica computes where (log_device_placement).
+  void log_placement(std::ostream& out, std::string_view comm_name) const {
+    auto const& group = state_->group();
+    auto const first = fabric_->first_replica();
+    out << "convoy placement: Strategy<" << Placement::name << ", " << comm_name << ", "
+        << Sync::name << ">, replicas " << first << "-" << first + group.size() - 1 << " of "
+        << group.counted_replicas() << " here; " << fabric_->describe() << "\n";
+    out << "convoy placement: " << plan_.size() << " gradient bucket(s) of at least "
+        << bucket_bytes_ << " bytes\n";
+    for (auto const& v : group.layout().list()) {
+      out << "convoy placement: " << v.name << " " << to_string(v.shape) << " -> mirrored on ";
+      for (std::size_t r = 0; r < group.size(); ++r)
+        out << (r == 0 ? "" : ", ") << group.context(r).name;
+      out << "\n";
+    }
+    for (std::size_t r = 0; r < group.size(); ++r) {
+      out << "convoy placement: replica " << first + r << " computes forward_backward on "
+          << group.context(r).name << " thread " << r << "\n";
+    }
+  }
+
+ private:
+  template <class Context>
+  static std::pmr::memory_resource* memory_of(Context const& ctx) {
+    if constexpr (requires { ctx.memory(); }) {
+      return ctx.memory();
+    } else {
+      return std::pmr::new_delete_resource();
+    }
+  }
+
+  // Replica r takes the run's replica 0's weights, slots and counters: each is summed over the
+  // replicas with every other replica's part zeroed. Returns the counters; replica 0's thread
+  // also writes them into the group, which the other threads read only after a barrier.
+  template <class Exchange>
+  Counters take_replica_zero(std::size_t r, Exchange& exchange, optim::OptimizerState& slots) {
+    auto& group = state_->group();
+    auto const ctx = group.context(r);
+    bool const root = fabric_->first_replica() + r == 0;
+    auto share = [&](std::span<float> x) {
+      if (!root) detail::fill_zero(ctx, x);
+      exchange.start(0, x);
+      exchange.wait();
+    };
+    share(group.variables(r).weights());
+    for (auto& slot : slots.slots) share(slot);
+
+    // Read before this replica hands in its part, which replica 0's thread waits for before it
+    // writes the group's counters below.
+    Counters counters = group.counters();
+    std::vector<std::int64_t> counts{slots.updates, counters.global_step, counters.applied,
+                                     counters.dropped};
+    counts.insert(counts.end(), counters.local_steps.begin(), counters.local_steps.end());
+    std::pmr::vector<float> wire(counts.size() * detail::pieces_per_count, 0.0f, memory_of(ctx));
+    if (root) detail::encode_counts(counts, wire);
+    exchange.start(0, wire);
+    exchange.wait();
+    detail::decode_counts(wire, counts);
+    slots.updates = counts[0];
+    counters.global_step = counts[1];
+    counters.applied = counts[2];
+    counters.dropped = counts[3];
+    std::copy(counts.begin() + 4, counts.end(), counters.local_steps.begin());
+    if (r == 0) group.counters() = counters;
+    return counters;
+  }
+
+  Sync sync_;
+  std::unique_ptr<state_type> state_;  // on the heap: the fabric keeps references into it
+  BucketPlan plan_;
+  std::size_t bucket_bytes_;
+  std::unique_ptr<Fabric> fabric_;
+  std::string spent_;
+};
+
+}  // namespace convoy::comm

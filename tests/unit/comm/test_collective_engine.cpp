@@ -1,0 +1,195 @@
+// ctest-labels: unit engine
+// comm::Nccl's engine on the host: CollectiveEngine over the in-process bucket exchange, with real
+// replica threads, behind the unmodified Strategy and Trainer. It must train like the lock-step
+// in-process engine bit for bit, carry its counters and optimizer slots across runs and
+// snapshots, give every replica the run's replica 0's state at the start of a run, and end a run
+// whose replica fails with that replica's error instead of a hang.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <convoy/comm/buckets/collective_engine.hpp>
+#include <convoy/comm/in_process/bucket_fabric.hpp>
+#include <convoy/nn/mlp.hpp>
+#include <convoy/strategy.hpp>
+#include <convoy/train/trainer.hpp>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string_view>
+#include <synthetic.hpp>
+#include <vector>
+
+namespace {
+
+using namespace convoy;
+using namespace std::chrono_literals;
+
+// The Comm policy of docs/nccl.md's host fabric: comm::Nccl's engine over threads.
+struct Collective {
+  using policy_category = communication_tag;
+  static constexpr std::string_view name = "Collective";
+  static constexpr bool collective = true;
+  std::size_t bucket_bytes = 256;  // several buckets for the small models here
+  std::chrono::milliseconds timeout{10s};
+  template <class M, class P, class S>
+  using engine = comm::CollectiveEngine<M, P, S, comm::in_process::BucketFabric>;
+};
+
+constexpr std::size_t replicas = 3;
+constexpr std::size_t rows = 16;
+io::Dataset const data = testing::synthetic_classes(replicas * rows * 24, 12, 3);
+Batch batch_of(std::size_t r, std::int64_t step) {
+  return data.slice((static_cast<std::size_t>(step) * replicas + r) * rows, rows);
+}
+RunPlan until(std::int64_t steps) {
+  return RunPlan{.until = steps, .batch = batch_of, .after_step = {}};
+}
+
+template <class Comm, class Sync = sync::Synchronous>
+using MirroredOver = Strategy<nn::Mlp, place::Mirrored, Comm, Sync>;
+place::Mirrored const three{.replicas = static_cast<int>(replicas)};
+optim::Optimizer const momentum = optim::Momentum{.learning_rate = 0.05f, .momentum = 0.9f};
+
+bool same_bits(std::vector<float> const& a, std::vector<float> const& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// An Mlp whose forward_backward throws on the `fail_at`-th call over all its copies.
+struct Flaky {
+  nn::Mlp mlp{{12, 16, 3}};
+  std::shared_ptr<std::atomic<int>> calls = std::make_shared<std::atomic<int>>(0);
+  int fail_at = 0;
+  Variables& variables() { return mlp.variables(); }
+  float forward_backward(Batch const& batch) {
+    if (++*calls == fail_at) throw std::runtime_error("flaky forward_backward");
+    return mlp.forward_backward(batch);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the collective engine trains like the lock-step engine, bit for bit, across runs") {
+  nn::Mlp const prototype({12, 24, 16, 3});
+  MirroredOver<comm::InProcess> lock_step(prototype, three);
+  lock_step.set_optimizer(momentum);
+  lock_step.run(until(12));
+
+  MirroredOver<Collective> collective(prototype, three);
+  collective.set_optimizer(momentum);
+  CHECK(collective.replicas() == replicas);
+  CHECK(collective.lock_step());
+  CHECK(collective.chief());
+  collective.run(until(5));  // two runs: the slots' update count and the counters carry over
+  collective.run(until(12));
+  CHECK(same_bits(collective.weights(), lock_step.weights()));
+  auto const& c = collective.counters();
+  CHECK(c.global_step == 12);
+  CHECK(c.applied == 36);
+  CHECK(c.local_steps == std::vector<std::int64_t>{12, 12, 12});
+  auto const mine = collective.snapshot();
+  auto const theirs = lock_step.snapshot();
+  CHECK(mine.optimizer_updates == theirs.optimizer_updates);
+  for (auto const& [name, slot] : theirs.slots) {
+    CAPTURE(name);
+    CHECK(mine.slots.at(name).data == slot.data);
+  }
+  // Every replica holds the same weights after a synchronous step.
+  auto& group = collective.engine().state().group();
+  for (std::size_t r = 1; r < replicas; ++r) {
+    CHECK(group.variables(r).get_flat() == group.variables(0).get_flat());
+  }
+}
+
+TEST_CASE("a run starts every replica from the run's replica 0: weights, slots and counters") {
+  nn::Mlp const prototype({12, 16, 3});
+  MirroredOver<comm::InProcess> reference(prototype, three);
+  reference.set_optimizer(momentum);
+  reference.run(until(6));
+  Snapshot const at_six = reference.snapshot();
+  reference.run(until(10));
+
+  MirroredOver<Collective> collective(prototype, three);
+  collective.set_optimizer(momentum);
+  collective.restore(at_six);
+  // Replicas 1 and 2 hold something else, as ranks that were never restored would.
+  auto& group = collective.engine().state().group();
+  for (std::size_t r = 1; r < replicas; ++r) {
+    std::vector<float> junk(group.layout().element_count(), 7.0f * static_cast<float>(r));
+    group.variables(r).set_flat(junk);
+  }
+  collective.run(until(10));
+  CHECK(collective.global_step() == 10);
+  CHECK(same_bits(collective.weights(), reference.weights()));
+  for (std::size_t r = 1; r < replicas; ++r) {
+    CHECK(group.variables(r).get_flat() == group.variables(0).get_flat());
+  }
+}
+
+TEST_CASE("Trainer over the collective engine gives each replica its own slice, as over Mirrored") {
+  nn::Mlp const prototype({12, 16, 3});
+  FitOptions const options{.steps = 20, .batch_size = 48, .log = nullptr};
+  Trainer<MirroredOver<comm::InProcess>> mirrored(MirroredOver<comm::InProcess>(prototype, three),
+                                                  momentum);
+  Trainer<MirroredOver<Collective>> collective(MirroredOver<Collective>(prototype, three),
+                                               momentum);
+  auto const expected = mirrored.fit(data, options);
+  auto const result = collective.fit(data, options);
+  CHECK(result.global_step == 20);
+  CHECK(result.applied == expected.applied);
+  CHECK(result.last_loss == expected.last_loss);
+  CHECK(same_bits(collective.strategy().weights(), mirrored.strategy().weights()));
+}
+
+TEST_CASE("under BoundedStaleness<S> the collective averages the weights every S+1 steps") {
+  using Strategy2 = MirroredOver<Collective, sync::BoundedStaleness<2>>;
+  Strategy2 collective(nn::Mlp({12, 16, 3}), three);
+  collective.set_optimizer(momentum);
+  auto& group = collective.engine().state().group();
+  collective.run(until(6));  // averaged after steps 3 and 6
+  for (std::size_t r = 1; r < replicas; ++r) {
+    CHECK(group.variables(r).get_flat() == group.variables(0).get_flat());
+  }
+  collective.run(until(7));  // a local step on each replica's own batch
+  CHECK(group.variables(1).get_flat() != group.variables(0).get_flat());
+  CHECK(collective.counters().global_step == 7);
+}
+
+TEST_CASE("a replica that throws ends the run with its error, and the spent collective says so") {
+  Flaky prototype;
+  prototype.fail_at = 3 * 4 + 2;  // in the fifth step
+  Strategy<Flaky, place::Mirrored, Collective, sync::Synchronous> collective(
+      prototype, three, Collective{.timeout = 2s});
+  auto const start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(collective.run(until(20)), "flaky forward_backward");
+  CHECK(std::chrono::steady_clock::now() - start < 2s);  // the others were told, not timed out
+  CHECK(collective.global_step() == 4);
+  CHECK_THROWS_WITH_AS(collective.run(until(20)),
+                       doctest::Contains("stopped in an earlier run"), Error);
+}
+
+TEST_CASE("counters cross the float exchange exactly, up to 2^63 - 1") {
+  std::vector<std::int64_t> const counts{0, 1, (std::int64_t{1} << 21) - 1, std::int64_t{1} << 21,
+                                         (std::int64_t{1} << 62) + 12345, INT64_MAX};
+  std::vector<float> wire(counts.size() * comm::detail::pieces_per_count);
+  comm::detail::encode_counts(counts, wire);
+  for (float& x : wire) x += 0.0f;  // what the other replicas add
+  std::vector<std::int64_t> back(counts.size());
+  comm::detail::decode_counts(wire, back);
+  CHECK(back == counts);
+}
+
+TEST_CASE("the collective refuses backup replicas and logs where everything is") {
+  using S = MirroredOver<Collective>;
+  CHECK_THROWS_WITH_AS(S(nn::Mlp({12, 3}), three, {}, sync::Synchronous{.replicas_to_aggregate = 2}),
+                       doctest::Contains("replicas_to_aggregate 2 of 3"), Error);
+  S collective(nn::Mlp({12, 16, 3}, "net"), three);
+  std::ostringstream log;
+  collective.log_placement(log);
+  CHECK(log.str().find("Strategy<Mirrored, Collective, Synchronous>, replicas 0-2 of 3 here; "
+                       "the in-process bucket exchange among 3 threads") != std::string::npos);
+  CHECK(log.str().find("net/layer1/kernel {12, 16} -> mirrored on /cpu:0, /cpu:0, /cpu:0") !=
+        std::string::npos);
+}
