@@ -24,6 +24,7 @@
 #include "place/gpu.hpp"
 #include "place/host.hpp"
 #include "place/mirrored.hpp"
+#include "place/mirrored_gpus.hpp"
 #include "place/sharded.hpp"
 #include "sync/asynchronous.hpp"
 #include "sync/bounded_staleness.hpp"
@@ -100,7 +101,7 @@ class Strategy {
   static_assert(
       placement_policy<Placement>,
       "convoy: Strategy's second argument must be a placement policy: place::Host, place::Gpu, "
-      "place::Mirrored, place::CentralStorage or place::Sharded<Rule>.");
+      "place::Mirrored, place::MirroredGpus, place::CentralStorage or place::Sharded<Rule>.");
   static_assert(!placement_policy<Placement> || gives_contexts<Placement>,
                 "convoy: a placement policy needs 'context_type', 'context_type context(std::size_t "
                 "replica) const' and 'int replica_count() const'; see place/mirrored.hpp.");
@@ -132,6 +133,10 @@ class Strategy {
                 "replica in every exchange); use sync::Synchronous for a bucketed allreduce of the "
                 "gradients, sync::BoundedStaleness<S> for an allreduce of the weights every S+1 "
                 "steps, or comm::ZmqPs with place::Sharded for asynchronous training.");
+  static_assert(!std::same_as<Placement, place::MirroredGpus> || detail::collective<Comm>,
+                "convoy: place::MirroredGpus keeps one replica per GPU, which comm::Nccl "
+                "(convoy/comm/nccl.hpp) keeps equal with NCCL collectives; use comm::Nccl, or "
+                "place::Mirrored with comm::InProcess on the host.");
   static_assert(!detail::serves_shards<Comm> || detail::is_sharded<Placement>,
                 "convoy: comm::ZmqPs keeps the variables on parameter-server shards; place them "
                 "with place::Sharded<place::GreedyBySize> (or RoundRobin, or Partitioned).");

@@ -262,6 +262,32 @@ TEST_CASE("comm::Nccl with one rank on the device trains like place::Gpu over In
   CHECK(nccl.fit(data, FitOptions{.steps = 35, .batch_size = batch, .log_every = 0, .log = nullptr})
             .global_step == 35);
 }
+
+TEST_CASE("comm::Nccl over place::MirroredGpus trains like Mirrored on the host, one replica a GPU") {
+  // Every local device, one NCCL rank each in one group: the replicas' slices of each batch and the
+  // mean of their gradients are those of Mirrored with as many host replicas.
+  using NcclStrategy = Strategy<nn::Mlp, place::MirroredGpus, comm::Nccl, sync::Synchronous>;
+  using HostMirrored = Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous>;
+  int const gpus = exec::cuda::device_count();
+  std::size_t const features = 64, classes = 10, batch = 96 * static_cast<std::size_t>(gpus);
+  auto const data = testing::synthetic_classes(batch * 30, features, classes, seed);
+  nn::Mlp const model({features, 96, classes}, "mlp", seed);
+  Trainer<NcclStrategy> nccl(NcclStrategy(model, place::MirroredGpus{.strict = true},
+                                          comm::Nccl{.cluster = Cluster{}, .bucket_bytes = 8192}),
+                             optim::Momentum{0.05f, 0.9f});
+  Trainer<HostMirrored> reference(HostMirrored(model, place::Mirrored{.replicas = gpus}),
+                                  optim::Momentum{0.05f, 0.9f});
+  CHECK(nccl.strategy().replicas() == static_cast<std::size_t>(gpus));
+  FitOptions const options{.steps = 20, .batch_size = batch, .log_every = 0, .log = nullptr};
+  auto const got = nccl.fit(data, options);
+  reference.fit(data, options);
+  CHECK(got.global_step == 20);
+  auto const got_weights = nccl.get_weights();
+  for (auto const& [name, tensor] : reference.get_weights()) {
+    CAPTURE(name);
+    CHECK(relative_error(got_weights.at(name).data, tensor.data) < 1e-4);
+  }
+}
 #endif
 
 TEST_SUITE_END();
@@ -366,18 +392,47 @@ TEST_CASE("a strategy on place::Gpu trains step for step like one on place::Host
 }
 
 #if defined(CONVOY_WITH_NCCL)
-TEST_CASE("comm::Nccl refuses a place::Gpu that fell back to the host, naming why") {
+TEST_CASE("comm::Nccl refuses a GPU placement that fell back to the host, naming why") {
   int const count = exec::cuda::device_count();
-  using NcclStrategy = Strategy<nn::Mlp, place::Gpu, comm::Nccl, sync::Synchronous>;
-  ClogCapture capture;  // place::Gpu's one line on the fallback
-  CHECK_THROWS_WITH_AS(NcclStrategy(nn::Mlp({4, 2}), place::Gpu{.device = count},
-                                    comm::Nccl{.cluster = Cluster{}}),
-                       doctest::Contains("comm::Nccl reduces on CUDA devices, and place::Gpu is "
-                                         "computing on the host"),
-                       PlacementError);
-  CHECK(capture.text.str().find("cannot be honoured") != std::string::npos);
+  char const* const refusal = "comm::Nccl reduces on CUDA devices, and the placement is computing "
+                              "on the host";
+  ClogCapture capture;  // the placement's one line on the fallback
+  using OneGpu = Strategy<nn::Mlp, place::Gpu, comm::Nccl, sync::Synchronous>;
+  CHECK_THROWS_WITH_AS(OneGpu(nn::Mlp({4, 2}), place::Gpu{.device = count},
+                              comm::Nccl{.cluster = Cluster{}}),
+                       doctest::Contains(refusal), PlacementError);
+  CHECK(capture.text.str().find("place::Gpu{device " + std::to_string(count) +
+                                "} cannot be honoured") != std::string::npos);
+  using EveryGpu = Strategy<nn::Mlp, place::MirroredGpus, comm::Nccl, sync::Synchronous>;
+  CHECK_THROWS_WITH_AS(EveryGpu(nn::Mlp({4, 2}), place::MirroredGpus{.devices = {count}},
+                                comm::Nccl{.cluster = Cluster{}}),
+                       doctest::Contains(refusal), PlacementError);
+  CHECK(capture.text.str().find("place::MirroredGpus{device " + std::to_string(count) +
+                                "} cannot be honoured") != std::string::npos);
 }
 #endif
+
+TEST_CASE("place::MirroredGpus takes every device there is, or one host replica with one line") {
+  int const count = exec::cuda::device_count();
+  ClogCapture capture;
+  place::MirroredGpus all;
+  all.resolve();
+  if (count == 0) {
+    CHECK(capture.text.str() ==
+          "convoy: place::MirroredGpus{} cannot be honoured: the CUDA runtime sees no device; one "
+          "replica runs on the host (/cpu:0) instead\n");
+    CHECK(all.replica_count() == 1);
+    CHECK(!all.context(0).on_device());
+  } else {
+    CHECK(capture.text.str().empty());
+    CHECK(all.replica_count() == count);
+    CHECK(all.context(static_cast<std::size_t>(count - 1)).device() == count - 1);
+  }
+  std::string const expected = "convoy: place::MirroredGpus{device " + std::to_string(count) +
+                               "} cannot be honoured: the CUDA runtime sees ";
+  place::MirroredGpus strict{.devices = {count}, .strict = true};
+  CHECK_THROWS_WITH_AS(strict.resolve(), doctest::Contains(expected.c_str()), PlacementError);
+}
 
 TEST_CASE("a CUDA call that fails names the call and the device") {
   int const count = exec::cuda::device_count();

@@ -109,3 +109,18 @@ TEST_CASE("a GPU placement falls back to the host with one log line, or fails wh
   CHECK_THROWS_WITH_AS(Strict(nn::Mlp({4, 2}), place::Gpu{.device = 0, .strict = true}),
                        doctest::Contains("strict placement"), PlacementError);
 }
+
+TEST_CASE("place::MirroredGpus in a build without CUDA: one host replica and one line, or strict") {
+  {
+    ClogCapture capture;
+    place::MirroredGpus soft{.devices = {0, 1}};
+    soft.resolve();
+    CHECK(capture.text.str() ==
+          "convoy: place::MirroredGpus cannot be honoured: this build has no CUDA backend; one "
+          "replica runs on the host (/cpu:0) instead\n");
+    CHECK(soft.replica_count() == 1);
+  }
+  place::MirroredGpus const strict{.strict = true};
+  CHECK_THROWS_WITH_AS(strict.resolve(), doctest::Contains("(strict placement); use place::Mirrored"),
+                       PlacementError);
+}

@@ -1,8 +1,10 @@
-// comm::Nccl's engine: the collective engine (comm/buckets/collective_engine.hpp) over NCCL, one
-// process per CUDA device (place::Gpu). Building it resolves the cluster, shares the run's unique
-// id through the cluster's coordinator (rank 0 serves it), joins the communicator on the
-// placement's device and puts the bucketed allreduce on the device's stream. Needs convoy::nccl and
-// a CUDA build (convoy::cuda, compiled by nvcc), where place::Gpu computes in exec::Cuda.
+// comm::Nccl's engine: the collective engine (comm/buckets/collective_engine.hpp) over NCCL, with
+// one rank per device: one device per process (place::Gpu) or every local device in one process
+// (place::MirroredGpus, whose communicators start in one NCCL group). Building it resolves the
+// cluster, shares the run's unique id through the cluster's coordinator (the first process serves
+// it), joins the communicators on the placement's devices and puts a bucketed allreduce on each
+// device's stream. Needs convoy::nccl and a CUDA build (convoy::cuda, compiled by nvcc), where the
+// GPU placements compute in exec::Cuda.
 #pragma once
 
 #include <nccl.h>
@@ -11,10 +13,12 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "../../cluster/cluster.hpp"
 #include "../../core/error.hpp"
 #include "../../place/gpu.hpp"
+#include "../../place/mirrored_gpus.hpp"
 #include "../buckets/bucket_plan.hpp"
 #include "../buckets/collective_engine.hpp"
 #include "../nccl.hpp"
@@ -24,64 +28,76 @@
 
 namespace convoy::comm::nccl {
 
-/// The collective fabric of one device per process: this process is one rank and holds one
-/// replica, the run's replica `rank`.
+/// The collective fabric of one rank per device: this process holds `n` replicas, one per device,
+/// the run's replicas process_rank * n ... process_rank * n + n - 1; every process of the run
+/// must hold the same number.
 class DeviceFabric {
  public:
   /// Blocks until every rank has the unique id and has joined (within the policy's
-  /// bootstrap_timeout and timeout). Throws PlacementError when the replica is not on a device
-  /// (place::Gpu fell back to the host), ClusterError for a ps or evaluator task, TimeoutError
+  /// bootstrap_timeout and timeout). Throws PlacementError when a replica is not on a device (the
+  /// placement fell back to the host), ClusterError for a ps or evaluator task, TimeoutError
   /// naming the rank that did not come, NcclError for a failed call.
   template <class Group>
   DeviceFabric(Nccl const& policy, Group& group, BucketPlan const&)
       : cluster_(policy.cluster ? *policy.cluster : Cluster::from_environment()) {
-    auto const ctx = group.context(0);
-    static_assert(device_context<decltype(ctx)>,
-                  "convoy: comm::Nccl needs a placement whose context is on a CUDA device "
-                  "(place::Gpu in a build with convoy::cuda)");
-    if (!ctx.on_device()) {
-      throw PlacementError(
-          "convoy: comm::Nccl reduces on CUDA devices, and place::Gpu is computing on the host "
-          "(see the line above on why); give this process a device, or use comm::InProcess");
+    auto const local = static_cast<int>(group.size());
+    std::vector<int> devices;
+    for (int r = 0; r < local; ++r) {
+      auto const ctx = group.context(static_cast<std::size_t>(r));
+      static_assert(device_context<decltype(ctx)>,
+                    "convoy: comm::Nccl needs a placement whose contexts are on CUDA devices "
+                    "(place::Gpu or place::MirroredGpus in a build with convoy::cuda)");
+      if (!ctx.on_device()) {
+        throw PlacementError(
+            "convoy: comm::Nccl reduces on CUDA devices, and the placement is computing on the "
+            "host (see the line above on why); give this process a device, or use "
+            "comm::InProcess");
+      }
+      devices.push_back(ctx.device());
+      names_ += (r == 0 ? "" : ", ") + ctx.name;
     }
-    if (group.size() != 1) {
-      throw PlacementError("convoy: comm::Nccl runs one replica per process (place::Gpu)");
-    }
-    world_ = cluster_.single_process() ? 1 : static_cast<int>(cluster_.worker_count());
-    rank_ = cluster_.single_process() ? 0 : cluster_.worker_rank();
+    int const processes = cluster_.single_process() ? 1 : static_cast<int>(cluster_.worker_count());
+    int const process = cluster_.single_process() ? 0 : cluster_.worker_rank();
+    world_ = processes * local;
+    first_ = process * local;
     auto const id = share_unique_id(cluster_, sizeof(ncclUniqueId), make_unique_id,
                                     BootstrapOptions{.timeout = policy.bootstrap_timeout});
-    comm_ = std::make_unique<Communicator>(id, rank_, world_, ctx.device(),
-                                           CommunicatorOptions{.timeout = policy.timeout});
-    exchange_ = std::make_unique<BucketAllreduce>(*comm_, ctx);
-    device_name_ = ctx.name;
+    comms_ = Communicator::for_devices(id, first_, world_, devices,
+                                       CommunicatorOptions{.timeout = policy.timeout});
+    for (int r = 0; r < local; ++r) {
+      exchanges_.push_back(std::make_unique<BucketAllreduce>(
+          comms_[static_cast<std::size_t>(r)], group.context(static_cast<std::size_t>(r))));
+    }
   }
 
-  BucketAllreduce& exchange(std::size_t) { return *exchange_; }
+  BucketAllreduce& exchange(std::size_t replica) { return *exchanges_.at(replica); }
   std::size_t world_size() const { return static_cast<std::size_t>(world_); }
-  std::size_t first_replica() const { return static_cast<std::size_t>(rank_); }
+  std::size_t first_replica() const { return static_cast<std::size_t>(first_); }
   std::string describe() const {
-    return "NCCL rank " + std::to_string(rank_) + " of " + std::to_string(world_) + " on " +
-           device_name_;
+    return "NCCL ranks " + std::to_string(first_) + "-" +
+           std::to_string(first_ + static_cast<int>(comms_.size()) - 1) + " of " +
+           std::to_string(world_) + " on " + names_;
   }
-  /// Tears the communicator down; the other ranks' next collective times out.
-  void abort(std::string const&) { comm_->abort(); }
+  /// Tears this process's communicators down; the other ranks' next collective times out.
+  void abort(std::string const&) {
+    for (auto& c : comms_) c.abort();
+  }
 
  private:
   Cluster cluster_;
   int world_ = 1;
-  int rank_ = 0;
-  std::string device_name_;
-  std::unique_ptr<Communicator> comm_;
-  std::unique_ptr<BucketAllreduce> exchange_;  // after comm_: destroyed before it
+  int first_ = 0;
+  std::string names_;
+  std::vector<Communicator> comms_;  // the exchanges point at them: never resized after start
+  std::vector<std::unique_ptr<BucketAllreduce>> exchanges_;  // after comms_: destroyed first
 };
 
 template <class Model, class Placement, class Sync>
 class Engine : public CollectiveEngine<Model, Placement, Sync, DeviceFabric> {
-  static_assert(std::same_as<Placement, place::Gpu>,
-                "convoy: comm::Nccl runs one process per GPU: place it with place::Gpu (its "
-                "device is the process's local rank); several GPUs in one process are not "
-                "supported by comm::Nccl yet (docs/nccl.md)");
+  static_assert(std::same_as<Placement, place::Gpu> || std::same_as<Placement, place::MirroredGpus>,
+                "convoy: comm::Nccl computes on GPUs: place the replicas with place::Gpu (one "
+                "process per GPU, its device the local rank) or place::MirroredGpus (every local "
+                "GPU in one process)");
 
  public:
   using CollectiveEngine<Model, Placement, Sync, DeviceFabric>::CollectiveEngine;
