@@ -44,11 +44,14 @@ foreach(_convoy_component cuda nccl)
             NAMESPACE convoy::
             DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
     install(FILES "${PROJECT_SOURCE_DIR}/cmake/convoy-${_convoy_component}.cmake"
-                  "${PROJECT_SOURCE_DIR}/cmake/ConvoyCudaDependencies.cmake"
             DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
   endif()
 endforeach()
 unset(_convoy_component)
+if(TARGET convoy_cuda OR TARGET convoy_nccl)
+  install(FILES "${PROJECT_SOURCE_DIR}/cmake/ConvoyCudaDependencies.cmake"
+          DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
+endif()
 
 configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/convoy-config.cmake.in"
