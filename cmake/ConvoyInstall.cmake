@@ -1,4 +1,5 @@
-# Install and export rules: headers, the convoy::convoy target, a relocatable CMake package in
+# Install and export rules: headers, the convoy::convoy target and the components (convoy::zmq_ps,
+# convoy::cuda, convoy::nccl) this build has, a relocatable CMake package in
 # share/cmake/convoy (header-only, so ARCH_INDEPENDENT), the cluster launcher and the key maker
 # (convoy-keygen) in bin/. Consumers re-find the dependencies through an installed copy of
 # ConvoyDependencies.cmake, which also re-creates convoy::thrust_host.
@@ -25,12 +26,32 @@ if(TARGET convoy-keygen)
 endif()
 
 install(TARGETS convoy EXPORT convoy-targets)
-if(CONVOY_ENABLE_ZMQ)
+if(TARGET convoy_zmq_ps)
   install(TARGETS convoy_zmq_ps EXPORT convoy-targets)
+  install(FILES "${PROJECT_SOURCE_DIR}/cmake/convoy-zmq.cmake" DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
 endif()
 install(EXPORT convoy-targets
         NAMESPACE convoy::
         DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
+
+# The components convoy::cuda and convoy::nccl, where this build has them: each an export of its
+# own and a convoy-<component>.cmake that finds its dependencies (ConvoyCudaDependencies.cmake),
+# so a project that asks for neither needs no CUDA toolkit.
+foreach(_convoy_component cuda nccl)
+  if(TARGET convoy_${_convoy_component})
+    install(TARGETS convoy_${_convoy_component} EXPORT convoy-${_convoy_component}-targets)
+    install(EXPORT convoy-${_convoy_component}-targets
+            NAMESPACE convoy::
+            DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
+    install(FILES "${PROJECT_SOURCE_DIR}/cmake/convoy-${_convoy_component}.cmake"
+            DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
+  endif()
+endforeach()
+unset(_convoy_component)
+if(TARGET convoy_cuda OR TARGET convoy_nccl)
+  install(FILES "${PROJECT_SOURCE_DIR}/cmake/ConvoyCudaDependencies.cmake"
+          DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
+endif()
 
 configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/convoy-config.cmake.in"

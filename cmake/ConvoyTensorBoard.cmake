@@ -3,36 +3,23 @@
 # convoy::convoy and protobuf::libprotobuf. The headers convoy/tensorboard/event_writer.hpp and
 # convoy/train/callbacks/tensorboard.hpp need it; convoy.hpp includes neither.
 #
-# Input: CONVOY_ENABLE_TENSORBOARD (AUTO: build it when protobuf is found, else one status line;
-# ON: stop with the packages to install when it is not found).
+# Input: CONVOY_ENABLE_TENSORBOARD, AUTO or ON (cmake/ConvoyOptionalPart.cmake): a missing protobuf
+# is one status line or an error naming the packages to install.
 
 # The search runs in a function, so FindProtobuf's result variables stay there; only its imported
 # targets and cache entries remain.
 function(_convoy_find_protobuf)
   find_package(Protobuf QUIET)
   if(Protobuf_FOUND AND TARGET protobuf::libprotobuf AND TARGET protobuf::protoc)
-    set(_convoy_protobuf_found TRUE PARENT_SCOPE)
+    set(_convoy_protobuf_missing "" PARENT_SCOPE)
   else()
-    set(_convoy_protobuf_found FALSE PARENT_SCOPE)
+    string(CONCAT message "protobuf's library and compiler, which were not found: install "
+      "libprotobuf-dev and protobuf-compiler, or point CMAKE_PREFIX_PATH (or Protobuf_ROOT) at them")
+    set(_convoy_protobuf_missing "${message}" PARENT_SCOPE)
   endif()
 endfunction()
 _convoy_find_protobuf()
-
-if(NOT _convoy_protobuf_found)
-  string(CONCAT _convoy_message
-    "convoy::tensorboard needs protobuf's library and compiler, which were not found: install "
-    "libprotobuf-dev and protobuf-compiler, or point CMAKE_PREFIX_PATH (or Protobuf_ROOT) at them")
-  string(TOUPPER "${CONVOY_ENABLE_TENSORBOARD}" _convoy_choice)
-  if(_convoy_choice STREQUAL "ON")
-    message(FATAL_ERROR "${_convoy_message}; or configure with -DCONVOY_ENABLE_TENSORBOARD=OFF")
-  endif()
-  message(STATUS "convoy: convoy::tensorboard is not built: ${_convoy_message}")
-  unset(_convoy_message)
-  unset(_convoy_choice)
-  unset(_convoy_protobuf_found)
-  return()
-endif()
-unset(_convoy_protobuf_found)
+convoy_optional_part_require(CONVOY_ENABLE_TENSORBOARD convoy::tensorboard _convoy_protobuf_missing)
 
 set(_convoy_proto_dir "${PROJECT_SOURCE_DIR}/include")
 set(_convoy_generated "${PROJECT_BINARY_DIR}/convoy_generated")

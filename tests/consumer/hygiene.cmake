@@ -8,7 +8,8 @@
 #  - the targets convoy::convoy and convoy::zmq_ps, and in convoy's folder no other target (no
 #    tests, examples, benchmarks, warning target) but those Thrust's package defines where it is
 #    found (_Thrust_*, _libcudacxx_*, _CUB_*: normal targets behind Thrust::Thrust), and no subfolder;
-#  - no CUDA probe: neither CONVOY_ENABLE_CUDA nor CMAKE_CUDA_COMPILER is set, CUDA not enabled.
+#  - no CUDA probe: CONVOY_ENABLE_CUDA is OFF (the default of a subproject), CMAKE_CUDA_COMPILER
+#    is not set and CUDA is not enabled.
 get_cmake_property(convoy_hygiene_after VARIABLES)
 list(REMOVE_ITEM convoy_hygiene_after ${convoy_hygiene_before} convoy_hygiene_before)
 set(convoy_hygiene_allowed convoy_SOURCE_DIR convoy_BINARY_DIR convoy_POPULATED)
@@ -38,7 +39,8 @@ if(convoy_hygiene_subdirectories)
 endif()
 
 get_property(convoy_hygiene_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
-if(DEFINED CONVOY_ENABLE_CUDA OR DEFINED CMAKE_CUDA_COMPILER OR "CUDA" IN_LIST convoy_hygiene_languages)
+if(NOT CONVOY_ENABLE_CUDA STREQUAL "OFF" OR DEFINED CMAKE_CUDA_COMPILER
+   OR "CUDA" IN_LIST convoy_hygiene_languages)
   list(APPEND convoy_hygiene_problems "convoy probed for CUDA (CONVOY_ENABLE_CUDA='${CONVOY_ENABLE_CUDA}', "
        "CMAKE_CUDA_COMPILER='${CMAKE_CUDA_COMPILER}', languages '${convoy_hygiene_languages}')")
 endif()

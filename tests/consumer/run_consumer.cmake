@@ -1,9 +1,10 @@
 # Builds and runs tests/consumer/app against convoy, the way a user project would.
 #   cmake -DMODE=install|fetchcontent -DCONVOY_SOURCE_DIR=... -DCONVOY_BINARY_DIR=... -DWORK_DIR=...
 #         [-DBUILD_TYPE=Release] [-DCXX_COMPILER=...] [-DGENERATOR=...] [-DPREFIX_PATH=a|b]
-#         -P run_consumer.cmake
+#         [-DCOMPONENTS=cuda,nccl,zmq] -P run_consumer.cmake
 # install:      cmake --install CONVOY_BINARY_DIR into WORK_DIR/prefix, check the components
-#               mechanism, then find_package(convoy) from there.
+#               mechanism against COMPONENTS (those the build has), then find_package(convoy) from
+#               there; the app links a program to each of cuda and nccl in COMPONENTS.
 # fetchcontent: FetchContent_Declare(convoy SOURCE_DIR CONVOY_SOURCE_DIR).
 # Every step runs with execute_process; the first that fails stops the script with its output.
 cmake_minimum_required(VERSION 3.25)
@@ -46,12 +47,17 @@ if(MODE STREQUAL "install")
       message(FATAL_ERROR "[install] ${prefix}/${file} was not installed")
     endif()
   endforeach()
-  run_step("components"
+  run_step("components (${COMPONENTS})"
     COMMAND "${CMAKE_COMMAND}" -S "${CMAKE_CURRENT_LIST_DIR}/components" -B "${WORK_DIR}/components"
-            ${configure_args} "-DCMAKE_PREFIX_PATH=${prefix}")
-  run_step("configure app (find_package)"
+            ${configure_args} "-DCMAKE_PREFIX_PATH=${prefix}" "-DCONVOY_EXPECTED_COMPONENTS=${COMPONENTS}")
+  # The app also links a program to each device component the build has (built, not run).
+  string(REPLACE "," ";" link_components "${COMPONENTS}")
+  list(FILTER link_components INCLUDE REGEX "^(cuda|nccl)$")
+  list(JOIN link_components "," link_components)
+  run_step("configure app (find_package, linking '${link_components}')"
     COMMAND "${CMAKE_COMMAND}" -S "${app_dir}" -B "${build}" ${configure_args}
-            -DCONVOY_CONSUME=find_package "-DCMAKE_PREFIX_PATH=${prefix}")
+            -DCONVOY_CONSUME=find_package "-DCMAKE_PREFIX_PATH=${prefix}"
+            "-DCONVOY_LINK_COMPONENTS=${link_components}")
   # The package must come from the fresh install, not from some other convoy on the machine.
   string(FIND "${step_output}" "from ${prefix}/" at)
   if(at EQUAL -1)

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../core/batch.hpp"
+#include "../core/detail/cuda_error_text.hpp"
 #include "../core/error.hpp"
 #include "../core/variables.hpp"
 #include "host.hpp"
@@ -33,33 +34,28 @@ inline std::string device_name(int device) {
   return "/gpu:" + std::to_string(device);
 }
 
+/// "convoy: <call> failed on <device>[ for <what_for>]": how every check below starts.
+inline std::string failure_text(std::string_view call, int device, std::string_view what_for) {
+  std::string what = "convoy: " + std::string(call) + " failed on " + device_name(device);
+  if (!what_for.empty()) what += " for " + std::string(what_for);
+  return what;
+}
+
 /// Throws DeviceError naming `call`, the device (-1: the current one) and, when given, what the
 /// call was for (a variable, an arena), unless `status` is cudaSuccess.
 inline void check(cudaError_t status, std::string_view call, int device,
                   std::string_view what_for = {}) {
   if (status == cudaSuccess) return;
-  std::string what = "convoy: " + std::string(call) + " failed on " + device_name(device);
-  if (!what_for.empty()) what += " for " + std::string(what_for);
-  what += ": ";
-  what += cudaGetErrorName(status);
-  what += " (";
-  what += cudaGetErrorString(status);
-  what += ")";
-  throw DeviceError(what);
+  throw DeviceError(failure_text(call, device, what_for) + ": " +
+                    convoy::detail::cuda_error_text(status));
 }
 
 /// The same for a cuBLAS call.
 inline void check(cublasStatus_t status, std::string_view call, int device,
                   std::string_view what_for = {}) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  std::string what = "convoy: " + std::string(call) + " failed on " + device_name(device);
-  if (!what_for.empty()) what += " for " + std::string(what_for);
-  what += ": ";
-  what += cublasGetStatusName(status);
-  what += " (";
-  what += cublasGetStatusString(status);
-  what += ")";
-  throw DeviceError(what);
+  throw DeviceError(failure_text(call, device, what_for) + ": " + cublasGetStatusName(status) +
+                    " (" + cublasGetStatusString(status) + ")");
 }
 
 /// The devices the CUDA runtime sees: 0 when there is none, or no driver. Not an error, because

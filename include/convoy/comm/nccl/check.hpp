@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "../../core/detail/cuda_error_text.hpp"
 #include "../../core/error.hpp"
 
 namespace convoy::comm::nccl {
@@ -43,7 +44,7 @@ inline void check(ncclResult_t result, std::string_view call, Caller const& who,
 inline void check(cudaError_t result, std::string_view call, Caller const& who) {
   if (result == cudaSuccess) return;
   throw NcclError("convoy: " + std::string(call) + " failed on " + who.text() + ": " +
-                  cudaGetErrorName(result) + ": " + cudaGetErrorString(result));
+                  convoy::detail::cuda_error_text(result));
 }
 
 }  // namespace convoy::comm::nccl
