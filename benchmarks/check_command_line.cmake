@@ -6,7 +6,9 @@
 # naming the option. quick_files: `--quick --csv F --json F` exits 0, the CSV has a header and at
 # least one row of as many fields, and every line of the JSON file is an object with a "benchmark".
 # chart: tools/plot (-DPLOT=) draws a PNG from each of those files; without gnuplot it says
-# "gnuplot is not installed", which the test's SKIP_REGULAR_EXPRESSION turns into a skip.
+# "gnuplot is not installed", which the test's SKIP_REGULAR_EXPRESSION turns into a skip. A GPU
+# benchmark without a device exits 77 from its quick run: both checks then say "exited 77, no CUDA
+# device: skipped" (a file in DIR tells the chart), which those tests' expressions also skip.
 get_filename_component(name "${PROGRAM}" NAME)
 
 function(expect_refusal option)
@@ -41,6 +43,10 @@ elseif(CHECK STREQUAL "quick_files")
   set(json "${DIR}/${name}.json")
   execute_process(COMMAND "${PROGRAM}" --quick --csv "${csv}" --json "${json}"
                   RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(status EQUAL 77)  # a GPU benchmark without a device; the test's SKIP_REGULAR_EXPRESSION
+    file(WRITE "${DIR}/skipped" "${out}")
+    message(FATAL_ERROR "${name} --quick exited 77, no CUDA device: skipped (${out})")
+  endif()
   if(NOT status EQUAL 0)
     message(FATAL_ERROR "${name} --quick: exit status ${status}; stdout: ${out}\nstderr: ${err}")
   endif()
@@ -82,6 +88,9 @@ elseif(CHECK STREQUAL "quick_files")
     endif()
   endforeach()
 elseif(CHECK STREQUAL "chart")
+  if(EXISTS "${DIR}/skipped")  # the quick run had no device, so there is nothing to draw
+    message(FATAL_ERROR "${name} --quick exited 77, no CUDA device: skipped")
+  endif()
   find_program(gnuplot gnuplot)
   if(NOT gnuplot)
     message(FATAL_ERROR "gnuplot is not installed (tools/dev installs gnuplot-nox); skipping")
