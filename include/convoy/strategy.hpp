@@ -21,6 +21,7 @@
 #include "core/snapshot.hpp"
 #include "optim/optimizer.hpp"
 #include "place/central_storage.hpp"
+#include "place/central_storage_gpus.hpp"
 #include "place/gpu.hpp"
 #include "place/host.hpp"
 #include "place/mirrored.hpp"
@@ -101,7 +102,8 @@ class Strategy {
   static_assert(
       placement_policy<Placement>,
       "convoy: Strategy's second argument must be a placement policy: place::Host, place::Gpu, "
-      "place::Mirrored, place::MirroredGpus, place::CentralStorage or place::Sharded<Rule>.");
+      "place::Mirrored, place::MirroredGpus, place::CentralStorage, place::CentralStorageGpus or "
+      "place::Sharded<Rule>.");
   static_assert(!placement_policy<Placement> || gives_contexts<Placement>,
                 "convoy: a placement policy needs 'context_type', 'context_type context(std::size_t "
                 "replica) const' and 'int replica_count() const'; see place/mirrored.hpp.");
@@ -137,6 +139,11 @@ class Strategy {
                 "convoy: place::MirroredGpus keeps one replica per GPU, which comm::Nccl "
                 "(convoy/comm/nccl.hpp) keeps equal with NCCL collectives; use comm::Nccl, or "
                 "place::Mirrored with comm::InProcess on the host.");
+  static_assert(!std::same_as<Placement, place::CentralStorageGpus> ||
+                    (!detail::collective<Comm> && !detail::serves_shards<Comm>),
+                "convoy: place::CentralStorageGpus keeps one copy of the weights in host memory, "
+                "which comm::InProcess sums into and serves to the GPU replicas; with comm::Nccl "
+                "every GPU keeps its own copy: use place::MirroredGpus there.");
   static_assert(!detail::serves_shards<Comm> || detail::is_sharded<Placement>,
                 "convoy: comm::ZmqPs keeps the variables on parameter-server shards; place them "
                 "with place::Sharded<place::GreedyBySize> (or RoundRobin, or Partitioned).");

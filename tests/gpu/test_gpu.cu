@@ -229,6 +229,30 @@ TEST_CASE("synchronous training of the MLP on the device matches the host step f
   CHECK(host_metrics.accuracy() > 0.5);  // it learned: chance is 0.1
 }
 
+TEST_CASE("place::CentralStorageGpus trains like CentralStorage on the host, one replica a GPU") {
+  // The central weights in page-locked host memory, read by every device's kernels; the sum and
+  // the update on the host, in lock step.
+  using OnGpus = Strategy<nn::Mlp, place::CentralStorageGpus, comm::InProcess, sync::Synchronous>;
+  using OnHost = Strategy<nn::Mlp, place::CentralStorage, comm::InProcess, sync::Synchronous>;
+  int const gpus = exec::cuda::device_count();
+  std::size_t const features = 64, classes = 10, batch = 64 * static_cast<std::size_t>(gpus);
+  auto const data = testing::synthetic_classes(batch * 30, features, classes, seed);
+  nn::Mlp const model({features, 96, classes}, "mlp", seed);
+  Trainer<OnGpus> central(OnGpus(model, place::CentralStorageGpus{.strict = true}),
+                          optim::Momentum{0.05f, 0.9f});
+  Trainer<OnHost> reference(OnHost(model, place::CentralStorage{.replicas = gpus}),
+                            optim::Momentum{0.05f, 0.9f});
+  CHECK(central.strategy().replicas() == static_cast<std::size_t>(gpus));
+  FitOptions const options{.steps = 20, .batch_size = batch, .log_every = 0, .log = nullptr};
+  CHECK(central.fit(data, options).global_step == 20);
+  reference.fit(data, options);
+  auto const got = central.get_weights();
+  for (auto const& [name, tensor] : reference.get_weights()) {
+    CAPTURE(name);
+    CHECK(relative_error(got.at(name).data, tensor.data) < 1e-4);
+  }
+}
+
 #if defined(CONVOY_WITH_NCCL)
 TEST_CASE("comm::Nccl with one rank on the device trains like place::Gpu over InProcess") {
   // One rank: NCCL's allreduce over one device is the identity, so the bucketed step, the
@@ -432,6 +456,29 @@ TEST_CASE("place::MirroredGpus takes every device there is, or one host replica 
                                "} cannot be honoured: the CUDA runtime sees ";
   place::MirroredGpus strict{.devices = {count}, .strict = true};
   CHECK_THROWS_WITH_AS(strict.resolve(), doctest::Contains(expected.c_str()), PlacementError);
+}
+
+TEST_CASE("place::CentralStorageGpus with no device left trains one host replica like "
+          "CentralStorage") {
+  int const count = exec::cuda::device_count();
+  auto const data = testing::synthetic_classes(400, 6, 3, seed);
+  nn::Mlp const model({6, 8, 3}, "mlp", seed);
+  RunPlan plan{.until = 10,
+               .batch = [&](std::size_t, std::int64_t step) {
+                 return data.slice(static_cast<std::size_t>(step) * 40, 40);
+               },
+               .after_step = {}};
+  ClogCapture capture;
+  Strategy<nn::Mlp, place::CentralStorageGpus, comm::InProcess, sync::Synchronous> soft(
+      model, place::CentralStorageGpus{.devices = {count}});
+  CHECK(capture.text.str().find("place::CentralStorageGpus{device " + std::to_string(count) +
+                                "} cannot be honoured") != std::string::npos);
+  CHECK(soft.replicas() == 1);
+  soft.run(plan);
+  Strategy<nn::Mlp, place::CentralStorage, comm::InProcess, sync::Synchronous> host(
+      model, place::CentralStorage{.replicas = 1});
+  host.run(plan);
+  CHECK(soft.weights() == host.weights());
 }
 
 TEST_CASE("a CUDA call that fails names the call and the device") {

@@ -52,7 +52,8 @@ class ReplicaGroup {
       }
     }
     if (central) {
-      if constexpr (requires { placement_.context(0).on_device(); }) {
+      if constexpr (requires { placement_.context(0).on_device(); } &&
+                    !requires { placement_.central_memory(); }) {
         if (placement_.context(0).on_device()) {
           throw PlacementError("convoy: " + std::string(Placement::name) + " on " +
                                placement_.context(0).name +
@@ -61,7 +62,8 @@ class ReplicaGroup {
         }
       }
       auto const w = layout().weights();
-      central_.assign(w.begin(), w.end());
+      allocate_central(w.size());
+      std::ranges::copy(w, central_.begin());
     }
     counters_.local_steps.assign(count, 0);
     set_optimizer(optim::Sgd{});
@@ -217,6 +219,20 @@ class ReplicaGroup {
   }
 
  private:
+  // The central copy: heap memory aligned for the lock step's streaming stores, or the memory the
+  // placement names (place::CentralStorageGpus: page-locked host memory its devices read).
+  void allocate_central(std::size_t n) {
+    if constexpr (requires { placement_.central_memory(); }) {
+      auto owner = std::make_shared<std::pmr::vector<float>>(n, 0.0f, placement_.central_memory());
+      central_ = *owner;
+      central_owner_ = std::move(owner);
+    } else {
+      auto owner = std::make_shared<convoy::detail::AlignedVector<float>>(n);
+      central_ = *owner;
+      central_owner_ = std::move(owner);
+    }
+  }
+
   // Where the optimizer's slots live: the memory of the context the replicas compute in.
   std::pmr::memory_resource* slot_memory() const {
     if constexpr (requires { placement_.context(0).memory(); }) {
@@ -236,7 +252,8 @@ class ReplicaGroup {
 
   Placement placement_;
   std::vector<std::shared_ptr<Model>> replicas_;
-  convoy::detail::AlignedVector<float> central_;
+  std::span<float> central_;            // empty: no central copy
+  std::shared_ptr<void> central_owner_;  // keeps central_'s memory
   bool bound_ = false;
   bool at_rest_ = true;
   optim::Optimizer optimizer_{optim::Sgd{}};

@@ -116,6 +116,28 @@ inline ManagedMemory* managed_memory() {
   return resource;
 }
 
+/// Page-locked host memory mapped into every device's address space (cudaHostAlloc, portable and
+/// mapped): the host reads and writes it at memory speed, and the kernels of every device read and
+/// write it over the bus through the same pointer (unified addressing). What
+/// place::CentralStorageGpus keeps its one copy of the weights in.
+class PinnedMemory final : public std::pmr::memory_resource {
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t) override {
+    void* p = nullptr;
+    check(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocPortable | cudaHostAllocMapped),
+          "cudaHostAlloc", -1, std::to_string(bytes) + " bytes of page-locked host memory");
+    return p;  // page-aligned
+  }
+  void do_deallocate(void* p, std::size_t, std::size_t) override { (void)cudaFreeHost(p); }
+  bool do_is_equal(memory_resource const& other) const noexcept override { return this == &other; }
+};
+
+/// The one page-locked resource of the process; never destroyed, as managed_memory().
+inline PinnedMemory* pinned_memory() {
+  static auto* const resource = new PinnedMemory();
+  return resource;
+}
+
 }  // namespace cuda
 
 /// One CUDA device, a non-blocking stream and a cuBLAS handle on that stream. Copies share them

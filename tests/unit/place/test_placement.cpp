@@ -7,6 +7,7 @@
 #include <sstream>
 #include <sched.h>
 #include <sys/wait.h>
+#include <synthetic.hpp>
 #include <temp_dir.hpp>
 #include <thread>
 #include <unistd.h>
@@ -122,5 +123,37 @@ TEST_CASE("place::MirroredGpus in a build without CUDA: one host replica and one
   }
   place::MirroredGpus const strict{.strict = true};
   CHECK_THROWS_WITH_AS(strict.resolve(), doctest::Contains("(strict placement); use place::Mirrored"),
+                       PlacementError);
+}
+
+TEST_CASE("place::CentralStorageGpus in a build without CUDA trains one host replica like "
+          "CentralStorage") {
+  auto const data = testing::synthetic_classes(400, 6, 3);
+  nn::Mlp const model({6, 8, 3});
+  RunPlan plan{.until = 10,
+               .batch = [&](std::size_t, std::int64_t step) {
+                 return data.slice(static_cast<std::size_t>(step) * 40, 40);
+               },
+               .after_step = {}};
+  std::string line;
+  std::vector<float> on_gpus;
+  {
+    ClogCapture capture;
+    Strategy<nn::Mlp, place::CentralStorageGpus, comm::InProcess, sync::Synchronous> soft(model);
+    line = capture.text.str();
+    CHECK(soft.replicas() == 1);
+    soft.run(plan);
+    on_gpus = soft.weights();
+  }
+  CHECK(line ==
+        "convoy: place::CentralStorageGpus cannot be honoured: this build has no CUDA backend; one "
+        "replica runs on the host (/cpu:0) instead\n");
+  Strategy<nn::Mlp, place::CentralStorage, comm::InProcess, sync::Synchronous> host(
+      model, place::CentralStorage{.replicas = 1});
+  host.run(plan);
+  CHECK(on_gpus == host.weights());
+  place::CentralStorageGpus const strict{.strict = true};
+  CHECK_THROWS_WITH_AS(strict.resolve(),
+                       doctest::Contains("(strict placement); use place::CentralStorage"),
                        PlacementError);
 }

@@ -36,6 +36,14 @@ class Engine {
                                             needs_central(placement, sync))) {
     sync_.check(group_->size());
     lock_step_ = sync_.make_rules(group_->counters()).lock_step();
+    if constexpr (requires { placement.central_memory(); }) {
+      if (!lock_step_ && group_->context(0).on_device()) {
+        throw PlacementError("convoy: " + std::string(Placement::name) + " on " +
+                             group_->context(0).name + " computes only in lock step " +
+                             "(sync::Synchronous aggregating every replica): the other modes " +
+                             "update copies of the weights with the host's math");
+      }
+    }
     if (Placement::shared_weights && lock_step_) group_->bind_replicas_to_central();
   }
 

@@ -95,6 +95,24 @@ void reduce_apply_broadcast(Context const& ctx, std::span<float const* const> gr
 #endif
 }
 
+/// Replicas on devices (place::CentralStorageGpus) compute there, and the sum over them runs on
+/// the host: it waits for a replica's kernels before reading its gradients, and updates the
+/// central copy with the host's math. Host contexts pass through.
+template <class Context>
+void settle_on_host(Context const& ctx) {
+  if constexpr (requires { ctx.on_device(); }) {
+    if (ctx.on_device()) ctx.synchronize();
+  }
+}
+template <class Context>
+Context host_side(Context const& ctx) {
+  if constexpr (requires { Context::host(); }) {
+    return ctx.on_device() ? Context::host() : ctx;
+  } else {
+    return ctx;
+  }
+}
+
 /// Where thread `owner`'s chunk goes when every replica keeps its own weights: its own replica's
 /// arena first (the optimizer updates that one in place), then every other replica's.
 inline std::vector<float*> mirrored_destinations(std::span<float* const> weights,
@@ -205,6 +223,7 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
         Batch const batch = hold.plan->batch(r, local);
         auto const start = std::chrono::steady_clock::now();
         loss = forward_backward_in(*model, batch, ctx);
+        if (replicas > 1) settle_on_host(ctx);  // the sum below reads the gradients on the host
         took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       } catch (...) {
         thrown = std::current_exception();
@@ -219,8 +238,9 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
       if (!barrier.arrive_and_wait(after_gradients) || stop) return;
       // Library code, not timed: it always finishes, and an abandoned thread must not be in it.
       try {
-        reduce_apply_broadcast(ctx, grads, begin, end, destinations[r], n, g.optimizer(),
-                               g.slots(), g.slots().updates + 1);
+        reduce_apply_broadcast(replicas > 1 ? host_side(ctx) : ctx, grads, begin, end,
+                               destinations[r], n, g.optimizer(), g.slots(),
+                               g.slots().updates + 1);
       } catch (...) {
         thrown = std::current_exception();
       }
