@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <string_view>
 #include <synthetic.hpp>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -67,6 +68,28 @@ struct Flaky {
     if (++*calls == fail_at) throw std::runtime_error("flaky forward_backward");
     return mlp.forward_backward(batch);
   }
+};
+
+// An Mlp whose forward_backward sleeps once, on the `sleep_at`-th call over all its copies.
+struct Sleepy {
+  nn::Mlp mlp{{12, 16, 3}};
+  std::shared_ptr<std::atomic<int>> calls = std::make_shared<std::atomic<int>>(0);
+  int sleep_at = 0;
+  Variables& variables() { return mlp.variables(); }
+  float forward_backward(Batch const& batch) {
+    if (++*calls == sleep_at) std::this_thread::sleep_for(1s);
+    return mlp.forward_backward(batch);
+  }
+};
+
+// The in-process fabric with what the NCCL fabric adds: its view of who stopped answering.
+struct ExplainingFabric : comm::in_process::BucketFabric {
+  using BucketFabric::BucketFabric;
+  std::string explain_timeout() const { return "the board's view of who is missing"; }
+};
+struct ExplainingCollective : Collective {
+  template <class M, class P, class S>
+  using engine = comm::CollectiveEngine<M, P, S, ExplainingFabric>;
 };
 
 }  // namespace
@@ -168,6 +191,21 @@ TEST_CASE("a replica that throws ends the run with its error, and the spent coll
   CHECK(collective.global_step() == 4);
   CHECK_THROWS_WITH_AS(collective.run(until(20)),
                        doctest::Contains("stopped in an earlier run"), Error);
+}
+
+TEST_CASE("a timed-out exchange says what the fabric knows of who stopped answering") {
+  Sleepy prototype;
+  prototype.sleep_at = 3 * 2 + 1;  // the first replica of the third step sleeps past the timeout
+  Strategy<Sleepy, place::Mirrored, ExplainingCollective, sync::Synchronous> collective(
+      prototype, three, ExplainingCollective{{.timeout = 300ms}});
+  try {
+    collective.run(until(10));
+    FAIL("the run should have timed out");
+  } catch (TimeoutError const& e) {
+    std::string const what = e.what();
+    CHECK(what.find("; the board's view of who is missing") != std::string::npos);
+  }
+  CHECK(collective.global_step() == 2);
 }
 
 TEST_CASE("counters cross the float exchange exactly, up to 2^63 - 1") {

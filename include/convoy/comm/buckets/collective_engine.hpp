@@ -14,6 +14,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <memory_resource>
@@ -207,7 +208,7 @@ class CollectiveEngine {
       if (plan.reached(counters.global_step, counters.batches())) stop = true;
     };
     auto fail = [&](std::size_t r) {
-      error.capture();
+      error.capture(explained(std::current_exception()));
       failed = true;
       try {
         fabric_->abort("replica " + std::to_string(fabric_->first_replica() + r) + " failed");
@@ -284,6 +285,23 @@ class CollectiveEngine {
     } else {
       return std::pmr::new_delete_resource();
     }
+  }
+
+  // A timed-out exchange, with what the fabric can say of who stopped answering (the NCCL
+  // fabric's liveness board); anything else as it is.
+  std::exception_ptr explained(std::exception_ptr e) const {
+    if constexpr (requires { fabric_->explain_timeout(); }) {
+      try {
+        std::rethrow_exception(e);
+      } catch (TimeoutError const& timeout) {
+        auto const why = fabric_->explain_timeout();
+        if (!why.empty()) {
+          return std::make_exception_ptr(TimeoutError(std::string(timeout.what()) + "; " + why));
+        }
+      } catch (...) {
+      }
+    }
+    return e;
   }
 
   // Replica r takes the run's replica 0's weights, slots and counters: each is summed over the

@@ -7,7 +7,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 
@@ -48,6 +50,7 @@ class BucketAllreduce {
     check(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent", who);
     comm_->allreduce_sum(grads, stream_);
     ++started_;
+    issued_.fetch_add(1, std::memory_order_relaxed);
     last_bucket_ = bucket;
   }
 
@@ -61,6 +64,8 @@ class BucketAllreduce {
   }
 
   cudaStream_t stream() const { return stream_; }
+  /// Collectives enqueued so far, from any thread: what this rank tells the liveness board.
+  std::int64_t issued() const { return issued_.load(std::memory_order_relaxed); }
 
  private:
   Communicator* comm_;
@@ -69,6 +74,7 @@ class BucketAllreduce {
   cudaEvent_t ready_ = nullptr;
   std::size_t started_ = 0;
   std::size_t last_bucket_ = 0;
+  std::atomic<std::int64_t> issued_{0};
 };
 
 }  // namespace convoy::comm::nccl

@@ -24,6 +24,7 @@
 #include "../nccl.hpp"
 #include "bucket_allreduce.hpp"
 #include "communicator.hpp"
+#include "liveness.hpp"
 #include "unique_id_bootstrap.hpp"
 
 namespace convoy::comm::nccl {
@@ -68,6 +69,16 @@ class DeviceFabric {
       exchanges_.push_back(std::make_unique<BucketAllreduce>(
           comms_[static_cast<std::size_t>(r)], group.context(static_cast<std::size_t>(r))));
     }
+    if (processes > 1) {
+      // The liveness board takes the coordinator's address, which the bootstrap has given up.
+      auto const& coordinator = cluster_.worker_address(0);
+      if (process == 0) board_ = std::make_unique<LivenessBoard>(coordinator, processes);
+      reporter_ = std::make_unique<LivenessReporter>(coordinator, process, [this] {
+        std::int64_t issued = 0;
+        for (auto const& e : exchanges_) issued += e->issued();
+        return issued;
+      });
+    }
   }
 
   BucketAllreduce& exchange(std::size_t replica) { return *exchanges_.at(replica); }
@@ -78,6 +89,9 @@ class DeviceFabric {
            std::to_string(first_ + static_cast<int>(comms_.size()) - 1) + " of " +
            std::to_string(world_) + " on " + names_;
   }
+  /// After a collective timed out: which processes stopped answering, as the liveness board sees
+  /// them (empty for a single process).
+  std::string explain_timeout() const { return reporter_ ? reporter_->explain() : std::string(); }
   /// Tears this process's communicators down; the other ranks' next collective times out.
   void abort(std::string const&) {
     for (auto& c : comms_) c.abort();
@@ -90,6 +104,8 @@ class DeviceFabric {
   std::string names_;
   std::vector<Communicator> comms_;  // the exchanges point at them: never resized after start
   std::vector<std::unique_ptr<BucketAllreduce>> exchanges_;  // after comms_: destroyed first
+  std::unique_ptr<LivenessBoard> board_;        // the first process only
+  std::unique_ptr<LivenessReporter> reporter_;  // reads exchanges_: destroyed before them
 };
 
 template <class Model, class Placement, class Sync>

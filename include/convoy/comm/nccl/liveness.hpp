@@ -1,0 +1,235 @@
+// Which rank stopped answering, when a collective times out. NCCL only tells a rank that its own
+// collective did not finish; it does not say who is missing. So every process of a run beats to a
+// board kept by the first process, over ZeroMQ at the cluster's coordinator address: how many
+// collectives it has issued so far. A rank whose collective timed out asks the board, and names
+// the processes that have stopped beating (dead or frozen) and those that beat but have issued
+// fewer collectives than the others (stuck in their own code before the exchange the others wait
+// in). Plain C++ over ZeroMQ: no NCCL or CUDA needed.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "../../core/error.hpp"
+
+namespace convoy::comm::nccl {
+
+struct LivenessOptions {
+  std::chrono::milliseconds interval{1000};  ///< between two beats of a process
+  std::chrono::milliseconds answer{2000};    ///< how long an ask waits for the board
+  /// A process is taken for stopped once its last beat is this many intervals old.
+  int missed_beats = 3;
+};
+
+namespace detail {
+inline constexpr std::string_view liveness_tag = "convoy-liveness/1";
+inline std::string frame(zmq::message_t const& m) { return std::string(m.to_string_view()); }
+}  // namespace detail
+
+/// What the board knows of one process when asked.
+struct ProcessLiveness {
+  int process = 0;
+  std::int64_t issued = -1;   ///< collectives issued by its last beat; -1: never heard of
+  std::int64_t silent_ms = -1;  ///< since its last beat; -1: never heard of
+};
+
+/// The first process's side: a thread that keeps every process's latest beat and answers asks
+/// with the whole board. Binds `address` ("host:port"); throws Error when it cannot.
+class LivenessBoard {
+ public:
+  LivenessBoard(std::string const& address, int processes)
+      : socket_(context_, zmq::socket_type::router), board_(static_cast<std::size_t>(processes)) {
+    socket_.set(zmq::sockopt::linger, 0);
+    try {
+      socket_.bind("tcp://" + address);
+    } catch (zmq::error_t const& e) {
+      throw Error("convoy: the liveness board cannot listen at " + address + ": " + e.what());
+    }
+    for (int p = 0; p < processes; ++p) board_[static_cast<std::size_t>(p)].process = p;
+    thread_ = std::jthread([this](std::stop_token stop) { serve(stop); });
+  }
+  LivenessBoard(LivenessBoard const&) = delete;
+  LivenessBoard& operator=(LivenessBoard const&) = delete;
+
+ private:
+  struct Entry {
+    int process = 0;
+    std::int64_t issued = -1;
+    std::chrono::steady_clock::time_point last{};
+  };
+
+  void serve(std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+      if ((item.revents & ZMQ_POLLIN) == 0) continue;
+      std::vector<zmq::message_t> message;
+      if (!zmq::recv_multipart(socket_, std::back_inserter(message), zmq::recv_flags::dontwait))
+        continue;
+      // [identity] [tag] [beat|ask] [process] [issued]; anything else is dropped.
+      if (message.size() != 5 || detail::frame(message[1]) != detail::liveness_tag) continue;
+      auto const kind = detail::frame(message[2]);
+      int process = -1;
+      std::int64_t issued = -1;
+      try {
+        process = std::stoi(detail::frame(message[3]));
+        issued = std::stoll(detail::frame(message[4]));
+      } catch (std::exception const&) {
+        continue;
+      }
+      if (process < 0 || static_cast<std::size_t>(process) >= board_.size()) continue;
+      auto& entry = board_[static_cast<std::size_t>(process)];
+      entry.issued = std::max(entry.issued, issued);
+      entry.last = std::chrono::steady_clock::now();
+      if (kind != "ask") continue;
+      std::ostringstream text;
+      auto const now = std::chrono::steady_clock::now();
+      for (auto const& e : board_) {
+        auto const silent =
+            e.issued < 0
+                ? -1
+                : std::chrono::duration_cast<std::chrono::milliseconds>(now - e.last).count();
+        text << e.process << ' ' << e.issued << ' ' << silent << '\n';
+      }
+      socket_.send(std::move(message[0]), zmq::send_flags::sndmore);
+      socket_.send(zmq::buffer(detail::liveness_tag), zmq::send_flags::sndmore);
+      socket_.send(zmq::buffer(text.str()), zmq::send_flags::dontwait);
+    }
+  }
+
+  zmq::context_t context_;
+  zmq::socket_t socket_;
+  std::vector<Entry> board_;
+  std::jthread thread_;  // last: stopped first
+};
+
+/// Every process's side: a thread that beats to the board every interval with `issued()`, the
+/// collectives this process has issued so far; and, after a timeout, explain(), which asks the
+/// board who is missing.
+class LivenessReporter {
+ public:
+  LivenessReporter(std::string const& address, int process,
+                   std::function<std::int64_t()> issued, LivenessOptions options = {})
+      : address_(address),
+        process_(process),
+        issued_(std::move(issued)),
+        options_(options) {
+    thread_ = std::jthread([this](std::stop_token stop) { beat(stop); });
+  }
+  LivenessReporter(LivenessReporter const&) = delete;
+  LivenessReporter& operator=(LivenessReporter const&) = delete;
+
+  /// The board as the first process sees it now. Throws TimeoutError when it does not answer
+  /// within options.answer.
+  std::vector<ProcessLiveness> ask() const {
+    zmq::context_t context;
+    zmq::socket_t socket(context, zmq::socket_type::dealer);
+    socket.set(zmq::sockopt::linger, 0);
+    socket.connect("tcp://" + address_);
+    (void)send(socket, "ask");  // a fresh socket's queue is empty: it is taken
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, options_.answer);
+    std::vector<zmq::message_t> answer;
+    if ((item.revents & ZMQ_POLLIN) == 0 ||
+        !zmq::recv_multipart(socket, std::back_inserter(answer), zmq::recv_flags::dontwait) ||
+        answer.size() != 2 || detail::frame(answer[0]) != detail::liveness_tag) {
+      throw TimeoutError("convoy: the liveness board of process 0 at " + address_ +
+                         " did not answer within " + std::to_string(options_.answer.count()) +
+                         " ms");
+    }
+    std::vector<ProcessLiveness> board;
+    std::istringstream text(detail::frame(answer[1]));
+    ProcessLiveness p;
+    while (text >> p.process >> p.issued >> p.silent_ms) board.push_back(p);
+    return board;
+  }
+
+  /// One sentence naming the processes that stopped beating, and those behind the others; what
+  /// can be said when the board does not answer. For a TimeoutError's message.
+  std::string explain() const {
+    std::vector<ProcessLiveness> board;
+    try {
+      board = ask();
+    } catch (TimeoutError const&) {
+      return "the liveness board kept by process 0 at " + address_ + " does not answer either, " +
+             "so process 0 has most likely stopped";
+    }
+    auto const stale = options_.interval.count() * options_.missed_beats;
+    std::int64_t most = -1;
+    for (auto const& p : board) most = std::max(most, p.issued);
+    std::string stopped, behind;
+    for (auto const& p : board) {
+      if (p.silent_ms < 0) {
+        stopped += (stopped.empty() ? "" : "; ") + std::string("process ") +
+                   std::to_string(p.process) + " never beat";
+      } else if (p.silent_ms > stale) {
+        stopped += (stopped.empty() ? "" : "; ") + std::string("process ") +
+                   std::to_string(p.process) + " has not beaten for " +
+                   std::to_string(p.silent_ms) + " ms (last at " + std::to_string(p.issued) +
+                   " collectives)";
+      } else if (p.issued < most) {
+        behind += (behind.empty() ? "" : "; ") + std::string("process ") +
+                  std::to_string(p.process) + " has issued " + std::to_string(p.issued) +
+                  " collectives, the others up to " + std::to_string(most);
+      }
+    }
+    if (stopped.empty() && behind.empty()) {
+      return "every process beats and has issued " + std::to_string(most) +
+             " collectives: none is missing from the board's view";
+    }
+    std::string out;
+    if (!stopped.empty()) out = "stopped answering: " + stopped;
+    if (!behind.empty()) {
+      out += (out.empty() ? "" : "; ") + std::string("behind the others (stuck before the ") +
+             "exchange they wait in): " + behind;
+    }
+    return out;
+  }
+
+ private:
+  // Never blocks: a DEALER whose board is not there queues up to its high-water mark and would
+  // then block; a message whose first frame is taken is taken whole.
+  bool send(zmq::socket_t& socket, std::string_view kind) const {
+    auto const process = std::to_string(process_);
+    auto const issued = std::to_string(issued_());
+    auto const more = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
+    if (!socket.send(zmq::buffer(detail::liveness_tag), more)) return false;
+    socket.send(zmq::buffer(kind), more);
+    socket.send(zmq::buffer(process), more);
+    socket.send(zmq::buffer(issued), zmq::send_flags::dontwait);
+    return true;
+  }
+
+  void beat(std::stop_token stop) {
+    zmq::context_t context;
+    zmq::socket_t socket(context, zmq::socket_type::dealer);
+    socket.set(zmq::sockopt::linger, 0);
+    socket.set(zmq::sockopt::sndhwm, 4);  // beats are worth nothing once late: never queue many
+    socket.connect("tcp://" + address_);
+    while (!stop.stop_requested()) {
+      (void)send(socket, "beat");  // not taken while the board is away: the next one tries again
+      auto const until = std::chrono::steady_clock::now() + options_.interval;
+      while (!stop.stop_requested() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  std::string address_;
+  int process_;
+  std::function<std::int64_t()> issued_;
+  LivenessOptions options_;
+  std::jthread thread_;  // last: stopped first
+};
+
+}  // namespace convoy::comm::nccl

@@ -1,0 +1,129 @@
+// Who stopped answering when a collective times out: the liveness board over ZeroMQ on loopback,
+// with real sockets and each process's reporter on its own thread. A process that stops beating,
+// one that beats but has issued fewer collectives than the others, one that never came, and a
+// board that is gone are each named; a stranger's message does not stop the board.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <convoy/comm/nccl/liveness.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <zmq.hpp>
+
+#include "processes.hpp"
+
+namespace {
+
+using namespace convoy;
+using namespace std::chrono_literals;
+using comm::nccl::LivenessBoard;
+using comm::nccl::LivenessOptions;
+using comm::nccl::LivenessReporter;
+
+// Beats every 100 ms, silent for a second before a process counts as stopped: wide enough for a
+// loaded machine (sanitizers, parallel tests) to deliver every beat of a live process in time.
+LivenessOptions const quick{.interval = 100ms, .answer = 1000ms, .missed_beats = 10};
+
+// Process p of a run: a counter of issued collectives and the reporter that beats it.
+struct Process {
+  std::atomic<std::int64_t> issued{0};
+  std::unique_ptr<LivenessReporter> reporter;
+  Process(std::string const& address, int p) {
+    reporter = std::make_unique<LivenessReporter>(
+        address, p, [this] { return issued.load(); }, quick);
+  }
+};
+
+std::string loopback() { return "127.0.0.1:" + std::to_string(testing::free_port()); }
+
+// Waits until every process has beaten with its current count.
+void settle() { std::this_thread::sleep_for(3 * quick.interval); }
+
+}  // namespace
+
+TEST_CASE("a process that stops beating is named, with how long it has been silent") {
+  auto const address = loopback();
+  LivenessBoard const board(address, 3);
+  Process p0(address, 0), p1(address, 1);
+  auto p2 = std::make_unique<Process>(address, 2);
+  p0.issued = p1.issued = p2->issued = 7;
+  settle();
+  p2.reset();  // its process died: no more beats
+  p0.issued = p1.issued = 8;
+  std::this_thread::sleep_for(quick.interval * (quick.missed_beats + 3));
+  auto const why = p1.reporter->explain();
+  CHECK(why.find("stopped answering: process 2 has not beaten for ") != std::string::npos);
+  CHECK(why.find("(last at 7 collectives)") != std::string::npos);
+  CHECK(why.find("process 0") == std::string::npos);
+  auto const seen = p1.reporter->ask();
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[0].issued == 8);
+  CHECK(seen[2].issued == 7);
+  CHECK(seen[2].silent_ms > quick.missed_beats * quick.interval.count());
+}
+
+TEST_CASE("a process that beats but has issued fewer collectives is named as behind") {
+  auto const address = loopback();
+  LivenessBoard const board(address, 3);
+  Process p0(address, 0), p1(address, 1), p2(address, 2);
+  p0.issued = p2.issued = 12;
+  p1.issued = 9;  // stuck in its own code before the exchange the others wait in
+  settle();
+  auto const why = p0.reporter->explain();
+  CHECK(why ==
+        "behind the others (stuck before the exchange they wait in): process 1 has issued 9 "
+        "collectives, the others up to 12");
+}
+
+TEST_CASE("a process that never came is named; with everyone there, nobody is") {
+  auto const address = loopback();
+  LivenessBoard const board(address, 2);
+  Process p0(address, 0);
+  settle();
+  CHECK(p0.reporter->explain() == "stopped answering: process 1 never beat");
+  Process p1(address, 1);
+  settle();
+  CHECK(p0.reporter->explain() ==
+        "every process beats and has issued 0 collectives: none is missing from the board's view");
+}
+
+TEST_CASE("without the board, the first process is the one named, within the answer timeout") {
+  auto const address = loopback();
+  auto board = std::make_unique<LivenessBoard>(address, 2);
+  Process p1(address, 1);
+  settle();
+  board.reset();  // the first process died
+  auto const start = std::chrono::steady_clock::now();
+  CHECK(p1.reporter->explain() ==
+        "the liveness board kept by process 0 at " + address +
+            " does not answer either, so process 0 has most likely stopped");
+  CHECK(std::chrono::steady_clock::now() - start < quick.answer + 1s);
+}
+
+TEST_CASE("the board ignores what does not speak its protocol, and a board that cannot listen "
+          "says where") {
+  auto const address = loopback();
+  LivenessBoard const board(address, 1);
+  {
+    zmq::context_t context;
+    zmq::socket_t stranger(context, zmq::socket_type::dealer);
+    stranger.set(zmq::sockopt::linger, 0);
+    stranger.connect("tcp://" + address);
+    stranger.send(zmq::str_buffer("GET / HTTP/1.0"), zmq::send_flags::none);
+    stranger.send(zmq::str_buffer("convoy-liveness/1"), zmq::send_flags::sndmore);
+    stranger.send(zmq::str_buffer("ask"), zmq::send_flags::sndmore);
+    stranger.send(zmq::str_buffer("not a number"), zmq::send_flags::sndmore);
+    stranger.send(zmq::str_buffer("1"), zmq::send_flags::none);
+  }
+  Process p0(address, 0);
+  p0.issued = 3;
+  settle();
+  auto const seen = p0.reporter->ask();
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].issued == 3);
+  CHECK_THROWS_WITH_AS(LivenessBoard(address, 1),
+                       doctest::Contains(("cannot listen at " + address).c_str()), Error);
+}
