@@ -333,7 +333,7 @@ TEST_CASE("twenty workers killed at random times: no hangs") {
   std::mt19937 random(20261121);
   std::uniform_int_distribution<int> delay_ms(0, 500);
   std::vector<std::string> const policies{"sync", "1of2", "async"};
-  int hangs = 0, stopped = 0, finished = 0;
+  int hangs = 0, stopped = 0, finished = 0, before_first_step = 0;
   std::int64_t steps_lost = 0;
   auto const start = clock_type::now();
   for (int trial = 0; trial < trials; ++trial) {
@@ -347,8 +347,21 @@ TEST_CASE("twenty workers killed at random times: no hangs") {
     c.start(1, 2);
     auto const watched = c.steps_file(1);
     auto const chief_steps = c.steps_file(0);
-    bool const started = wait_until([&] { return !read_steps(watched).empty(); }, 20s);
-    CHECK(started);
+    auto const ps_result = c.dir / "result-ps0.txt";
+    bool const started = wait_until(
+        [&] { return !read_steps(watched).empty() || std::filesystem::exists(ps_result); }, 20s);
+    REQUIRE(started);
+    if (read_steps(watched).empty()) {
+      // On a loaded machine worker 0 alone can reach the goal (1 of 2, async) before worker 1's
+      // process has taken its first step: nothing to kill, but the run must still end.
+      int const killed = c.finish(15s);
+      hangs += killed;
+      CHECK(killed == 0);
+      CHECK(policy != "sync");  // without backups every step needs worker 1
+      CHECK(result_step(ps_result) >= goal);
+      ++before_first_step;
+      continue;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(delay));
     c.kill(1);
     int const killed = c.finish(15s);
@@ -375,7 +388,8 @@ TEST_CASE("twenty workers killed at random times: no hangs") {
   auto const seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   std::cout << trials << " trials (sync, 1 of 2, async in turn; worker 1 killed 0-500 ms after "
             << "its first step): " << hangs << " hangs, " << finished << " finished, " << stopped
-            << " stopped with an error naming worker 1, " << steps_lost
+            << " stopped with an error naming worker 1, " << before_first_step
+            << " ended before worker 1's first step, " << steps_lost
             << " global steps lost by the stopped runs, in " << seconds << " s\n";
   CHECK(hangs == 0);
 }
