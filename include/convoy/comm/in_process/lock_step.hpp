@@ -209,6 +209,8 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
     auto const ctx = g.context(r);
     auto const scope = ctx.enter();
     auto [begin, end] = chunk_bounds(n, replicas, r);
+    // A copy on this thread's stack: the loop reads it between begin() and end() below.
+    bool const sums_on_host = replicas > 1;
     for (;;) {
       // Results go to locals first: a replica abandoned in user code must find, when it comes
       // back, nothing of the run to write to.
@@ -223,7 +225,7 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
         Batch const batch = hold.plan->batch(r, local);
         auto const start = std::chrono::steady_clock::now();
         loss = forward_backward_in(*model, batch, ctx);
-        if (replicas > 1) settle_on_host(ctx);  // the sum below reads the gradients on the host
+        if (sums_on_host) settle_on_host(ctx);  // the sum below reads the gradients on the host
         took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       } catch (...) {
         thrown = std::current_exception();
@@ -238,7 +240,7 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
       if (!barrier.arrive_and_wait(after_gradients) || stop) return;
       // Library code, not timed: it always finishes, and an abandoned thread must not be in it.
       try {
-        reduce_apply_broadcast(replicas > 1 ? host_side(ctx) : ctx, grads, begin, end,
+        reduce_apply_broadcast(sums_on_host ? host_side(ctx) : ctx, grads, begin, end,
                                destinations[r], n, g.optimizer(), g.slots(),
                                g.slots().updates + 1);
       } catch (...) {
