@@ -137,6 +137,7 @@ class BucketExchange {
           if (slots_[t.bucket].data[r] == nullptr)
             missing += (missing.empty() ? "" : ", ") + std::to_string(r);
         }
+        timed_out_ = true;
         failure_ = "convoy: replica " + std::to_string(replica) + " waited " +
                    std::to_string(timeout_.count()) + " ms for bucket " + std::to_string(t.bucket) +
                    ", which replica(s) " + (missing.empty() ? std::string("none") : missing) +
@@ -145,7 +146,11 @@ class BucketExchange {
         done_.notify_all();
         throw TimeoutError(failure_);
       }
-      if (!failure_.empty()) throw Error(failure_);
+      // Every replica reports a timeout as the timeout it is, whichever saw it first.
+      if (!failure_.empty()) {
+        if (timed_out_) throw TimeoutError(failure_);
+        throw Error(failure_);
+      }
     }
   }
 
@@ -185,6 +190,7 @@ class BucketExchange {
   std::vector<Slot> slots_;
   std::deque<std::size_t> queue_;
   std::string failure_;
+  bool timed_out_ = false;  // failure_ is a timeout (not an abort)
   std::jthread worker_;  // last: stopped and joined before the members it reads go
 };
 
