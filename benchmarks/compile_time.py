@@ -36,13 +36,6 @@ CASES = [
 ]
 
 
-def thrust_include_dirs():
-    """Where convoy's build finds Thrust: the CUDA toolkit's CCCL when there is one (as
-    cmake/ConvoyDependencies.cmake decides), else the compiler's default path (libthrust-dev)."""
-    cccl = pathlib.Path("/usr/local/cuda/include/cccl")
-    return [str(cccl)] if (cccl / "thrust").is_dir() else []
-
-
 def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="bench_compile_time",
@@ -53,8 +46,8 @@ def parse_args(argv):
     p.add_argument("--flags", default="-std=c++20 -O2 -fopenmp",
                    help="compile flags (default: %(default)s)")
     p.add_argument("--include", action="append", default=[], metavar="DIR",
-                   help="one more include directory (repeatable); convoy's include/ and "
-                   "Thrust's are always given")
+                   help="one more include directory (repeatable); convoy's include/ is always "
+                   "given")
     p.add_argument("--header", action="append", default=[], metavar="HEADER",
                    help="one more row: a file including only HEADER (say convoy/io/weights.hpp)")
     p.add_argument("--repeats", type=int, default=3,
@@ -88,9 +81,8 @@ def compile_once(command):
 def measure(args, work, name, headers):
     source = work / ("".join(c if c.isalnum() else "_" for c in name) + ".cpp")
     source.write_text("".join(f"#include <{h}>\n" for h in headers) + "int main() {}\n")
-    command = [args.cxx, *shlex.split(args.flags), "-DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP",
-               f"-I{ROOT / 'include'}"]
-    command += [f"-I{d}" for d in args.include + thrust_include_dirs()]
+    command = [args.cxx, *shlex.split(args.flags), f"-I{ROOT / 'include'}"]
+    command += [f"-I{d}" for d in args.include]
     command += ["-c", str(source), "-o", str(work / "out.o")]
     runs = [compile_once(command) for _ in range(args.repeats)]
     return {"name": name, "headers": headers,

@@ -33,8 +33,8 @@ add_library(convoy::cuda ALIAS convoy_cuda)
 set_target_properties(convoy_cuda PROPERTIES EXPORT_NAME cuda)
 target_link_libraries(convoy_cuda INTERFACE convoy CUDA::cudart CUDA::cublas)
 # CONVOY_WITH_CUDA tells the headers (place/gpu.hpp) that the CUDA runtime is linked. OpenMP's
-# imported target gives -fopenmp to C++ files only; convoy's host math (Thrust's OpenMP system)
-# needs it in the host half of .cu files too.
+# imported target gives -fopenmp to C++ files only; convoy's host math (OpenMP loops) needs it in
+# the host half of .cu files too. nvcc finds the toolkit's own Thrust and CUB (CCCL) itself.
 target_compile_definitions(convoy_cuda INTERFACE CONVOY_WITH_CUDA=1)
 target_compile_options(convoy_cuda INTERFACE
   $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --extended-lambda --expt-relaxed-constexpr -Xcompiler=-fopenmp>)

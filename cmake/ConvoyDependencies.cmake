@@ -23,17 +23,6 @@ function(_convoy_find package provider)
   if(package STREQUAL "BLAS" AND NOT DEFINED BLA_VENDOR)
     set(BLA_VENDOR OpenBLAS)  # one BLAS thread per replica is set through OpenBLAS's own call
   endif()
-  if(package STREQUAL "Thrust")
-    # One rule, in convoy's build and in a consumer's: the CUDA toolkit's CCCL whenever CMake finds
-    # a toolkit (FindCUDAToolkit: CUDAToolkit_ROOT, nvcc on the PATH, ...), even if another Thrust
-    # comes first on the prefix path; else the default search (Debian's libthrust-dev in
-    # /usr/share/cmake/thrust, vcpkg's thrust). -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON skips
-    # the first.
-    find_package(CUDAToolkit QUIET)
-    if(CUDAToolkit_FOUND)
-      find_package(Thrust ${ARGN} QUIET PATHS "${CUDAToolkit_LIBRARY_DIR}/cmake/thrust" NO_DEFAULT_PATH)
-    endif()
-  endif()
   if(NOT ${package}_FOUND)
     find_package(${package} ${ARGN} ${quiet})
   endif()
@@ -68,22 +57,7 @@ _convoy_require(OpenMP
 _convoy_require(ZLIB "zlib1g-dev")
 _convoy_require(cereal "libcereal-dev" CONFIG)
 _convoy_require(BLAS "libopenblas-dev (or set BLA_VENDOR to the BLAS you have)")
-_convoy_require(Thrust
-  "libthrust-dev, or the CUDA toolkit (its CCCL ships Thrust, found through CUDAToolkit_ROOT or nvcc on the PATH)" CONFIG)
 if(_convoy_with_zmq)
   # The C++ binding of ZeroMQ, for convoy::zmq_ps only.
   _convoy_require(cppzmq "cppzmq-dev and libzmq3-dev (ZeroMQ's C++ binding and library)" CONFIG)
-endif()
-
-# Thrust's headers and OpenMP for convoy's host math (convoy/math/host.hpp). Those headers choose
-# thrust::omp::par or thrust::cpp::par themselves, so convoy needs no Thrust system defines; only
-# C++ files get THRUST_DEVICE_SYSTEM=OMP, because the default (CUDA) system does not compile
-# without the CUDA headers. A consumer target that picks its own device system sets the property
-# CONVOY_THRUST_OWN_DEVICE_SYSTEM to keep convoy's define off it (docs/packaging.md).
-if(NOT TARGET convoy::thrust_host)
-  add_library(convoy_thrust_host INTERFACE IMPORTED)
-  target_link_libraries(convoy_thrust_host INTERFACE Thrust::Thrust OpenMP::OpenMP_CXX)
-  target_compile_definitions(convoy_thrust_host INTERFACE
-    "$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<NOT:$<BOOL:$<TARGET_PROPERTY:CONVOY_THRUST_OWN_DEVICE_SYSTEM>>>>:THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP>")
-  add_library(convoy::thrust_host ALIAS convoy_thrust_host)
 endif()

@@ -2,7 +2,7 @@
 # convoy::cuda, convoy::nccl) this build has, a relocatable CMake package in
 # share/cmake/convoy (header-only, so ARCH_INDEPENDENT), the cluster launcher and the key maker
 # (convoy-keygen) in bin/. Consumers re-find the dependencies through an installed copy of
-# ConvoyDependencies.cmake, which also re-creates convoy::thrust_host.
+# ConvoyDependencies.cmake.
 include(CMakePackageConfigHelpers)
 
 set(CONVOY_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/convoy"

@@ -20,10 +20,8 @@ if(CONVOY_SANITIZE)
   endif()
   set(_convoy_flags -fsanitize=${CONVOY_SANITIZE} -fno-omit-frame-pointer)
   if("undefined" IN_LIST _convoy_sanitizers)
-    # A UBSan report ends the program (exit 1). The null check alone stays recoverable, because only
-    # a recoverable check can be suppressed, and Thrust binds references to null tag pointers on
-    # purpose (tests/ubsan.supp); UBSAN_OPTIONS=halt_on_error=1 still ends the program on any other.
-    list(APPEND _convoy_flags -fno-sanitize-recover=all -fsanitize-recover=null)
+    # A UBSan report ends the program (exit 1): no check is recoverable, none is suppressed.
+    list(APPEND _convoy_flags -fno-sanitize-recover=all)
   endif()
   target_compile_options(convoy_sanitizers INTERFACE ${_convoy_flags})
   target_link_options(convoy_sanitizers INTERFACE ${_convoy_flags})
@@ -32,7 +30,7 @@ if(CONVOY_SANITIZE)
   # one exits instead of being killed by the signal its parent waits for.
   list(APPEND convoy_test_environment
     "ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1"
-    "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=${PROJECT_SOURCE_DIR}/tests/ubsan.supp")
+    "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
   if("thread" IN_LIST _convoy_sanitizers)
     # libgomp and OpenBLAS are not built for TSan: their own pool threads would synchronize where
     # TSan cannot see it. One thread each keeps all the threading in convoy's code.

@@ -17,8 +17,9 @@ set(VCPKG_BUILD_TYPE release)
 # Each feature is resolved one way, whatever else is on the machine:
 #   zmq    CONVOY_ENABLE_ZMQ=ON: convoy::zmq_ps, with vcpkg's cppzmq and zeromq. Without it the
 #          target is not built or exported and cppzmq is not looked for.
-#   cuda   CONVOY_ENABLE_CUDA=ON and Thrust from the CUDA toolkit that vcpkg's cuda port located
-#          (vcpkg_find_cuda); without it the toolkit is never searched, so Thrust is vcpkg's thrust.
+#   cuda   CONVOY_ENABLE_CUDA=ON with the CUDA toolkit that vcpkg's cuda port located
+#          (vcpkg_find_cuda); its nvcc brings the toolkit's Thrust and CUB. Without it the toolkit is
+#          never searched.
 vcpkg_check_features(OUT_FEATURE_OPTIONS FEATURE_OPTIONS
   FEATURES
     zmq  CONVOY_ENABLE_ZMQ

@@ -6,8 +6,7 @@
 #    macro leaves behind (CMake 3.25). Cache entries are allowed: find_package leaves <Package>_DIR
 #    and its search results there, convoy its CONVOY_* options, as any dependency does.
 #  - the targets convoy::convoy and convoy::zmq_ps, and in convoy's folder no other target (no
-#    tests, examples, benchmarks, warning target) but those Thrust's package defines where it is
-#    found (_Thrust_*, _libcudacxx_*, _CUB_*: normal targets behind Thrust::Thrust), and no subfolder;
+#    tests, examples, benchmarks, warning target) and no subfolder;
 #  - no CUDA probe: CONVOY_ENABLE_CUDA is OFF (the default of a subproject), CMAKE_CUDA_COMPILER
 #    is not set and CUDA is not enabled.
 get_cmake_property(convoy_hygiene_after VARIABLES)
@@ -28,7 +27,6 @@ foreach(convoy_hygiene_target convoy::convoy convoy::zmq_ps)
   endif()
 endforeach()
 get_property(convoy_hygiene_targets DIRECTORY "${convoy_SOURCE_DIR}" PROPERTY BUILDSYSTEM_TARGETS)
-list(FILTER convoy_hygiene_targets EXCLUDE REGEX "^_(Thrust|libcudacxx|CUB|cub)_")
 list(SORT convoy_hygiene_targets)
 if(NOT convoy_hygiene_targets STREQUAL "convoy;convoy_zmq_ps")
   list(APPEND convoy_hygiene_problems "convoy defined targets '${convoy_hygiene_targets}'")

@@ -49,7 +49,6 @@ function(hidden_dependency_checks source_dir)
     "cereal|libcereal-dev"
     "ZLIB|zlib1g-dev"
     "BLAS|libopenblas-dev"
-    "Thrust|libthrust-dev"
     "OpenMP|libomp-14-dev"
     "cppzmq|cppzmq-dev")
   if(MODE STREQUAL "missing_toplevel")
@@ -161,22 +160,14 @@ elseif(MODE STREQUAL "usage")
     list(SORT defines)
     set(${out} "${defines}" PARENT_SCOPE)
   endfunction()
-  # A plain C++ consumer gets exactly one define from convoy, OpenMP and C++20.
+  # A plain C++ consumer gets no define from convoy, only OpenMP and C++20.
   command_for(plain.cpp command)
   defines_of("${command}" defines)
-  if(NOT defines STREQUAL "-DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP")
-    message(FATAL_ERROR "[usage] plain.cpp: expected only THRUST_DEVICE_SYSTEM=OMP from convoy, "
-                        "got '${defines}':\n${command}")
+  if(NOT defines STREQUAL "")
+    message(FATAL_ERROR "[usage] plain.cpp: expected no define from convoy, got '${defines}':\n${command}")
   endif()
   if(NOT command MATCHES "-fopenmp" OR NOT command MATCHES "-std=(c|gnu)\\+\\+(20|2a)")
     message(FATAL_ERROR "[usage] plain.cpp: expected OpenMP and C++20 flags:\n${command}")
-  endif()
-  # A target that chooses its own device system gets no Thrust define from convoy.
-  command_for(own_system.cpp command)
-  defines_of("${command}" defines)
-  if(NOT defines STREQUAL "-DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_CPP")
-    message(FATAL_ERROR "[usage] own_system.cpp (CONVOY_THRUST_OWN_DEVICE_SYSTEM ON): expected only "
-                        "its own THRUST_DEVICE_SYSTEM=CPP, got '${defines}':\n${command}")
   endif()
   # With a CUDA compiler: a CUDA file in a target that also links Thrust for CUDA keeps its system.
   file(STRINGS "${WORK_DIR}/build/CMakeCache.txt" has_cuda REGEX "^CONVOY_USAGE_CUDA:BOOL=ON$")

@@ -1,47 +1,63 @@
-// Host math: GEMM through CBLAS and element-wise work through Thrust's OpenMP system, each taking
-// the exec::Host context first. Layers and optimizers reach the processor only through these
+// Host math: GEMM through CBLAS and element-wise work through OpenMP loops, each taking the
+// exec::Host context first. Layers and optimizers reach the processor only through these
 // functions, so a device backend adds overloads for its own context and leaves them alone.
+// The loops are plain OpenMP rather than Thrust's OpenMP system: the same work, without the ~70 MB
+// and ~2 s of libcu++ that every Thrust header costs each file including convoy
+// (docs/compile_time.md), and without Thrust defines pushed onto a consumer's targets.
 #pragma once
 
 #include <cblas.h>
 #include <omp.h>
-#include <thrust/for_each.h>
-#include <thrust/functional.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/system/cpp/execution_policy.h>
-#include <thrust/system/omp/execution_policy.h>
-#include <thrust/transform_reduce.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "../core/error.hpp"
 #include "../exec/host.hpp"
 
 namespace convoy::math {
 
-/// Calls f(i) for i in [0, n) through Thrust: its OpenMP system when the calling thread may use
-/// more than one OpenMP thread, else its sequential system, because a one-thread OpenMP team adds
-/// about a microsecond per call and buys nothing (the synchronous reduction makes ~100 calls a
-/// step).
+/// Calls f(i) for i in [0, n): on an OpenMP team when the calling thread may use more than one
+/// thread, else in a plain loop, because a one-thread team adds about a microsecond per call and
+/// buys nothing (the synchronous reduction makes ~100 calls a step).
 template <class F>
 void for_each_index(exec::Host const&, std::size_t n, F f) {
   if (omp_get_max_threads() > 1) {
-    thrust::for_each_n(thrust::omp::par, thrust::counting_iterator<std::size_t>(0), n, f);
+#pragma omp parallel for schedule(static)
+    for (std::size_t i = 0; i < n; ++i) f(i);
   } else {
-    thrust::for_each_n(thrust::cpp::par, thrust::counting_iterator<std::size_t>(0), n, f);
+    for (std::size_t i = 0; i < n; ++i) f(i);
   }
 }
 
-/// Sum of f(i) for i in [0, n), as double, through Thrust (same system choice as for_each_index).
+/// Sum of f(i) for i in [0, n), as double. Each thread of the team sums one contiguous slice and
+/// the slices' sums are added in slice order, so the result depends only on the number of threads,
+/// never on which finishes first (an OpenMP `reduction` clause leaves that order open, and losses
+/// compared bit for bit across strategies need it fixed).
 template <class F>
 double sum_over_indices(exec::Host const&, std::size_t n, F f) {
-  thrust::counting_iterator<std::size_t> const first(0), last(n);
-  if (omp_get_max_threads() > 1)
-    return thrust::transform_reduce(thrust::omp::par, first, last, f, 0.0, thrust::plus<double>{});
-  return thrust::transform_reduce(thrust::cpp::par, first, last, f, 0.0, thrust::plus<double>{});
+  int const threads = omp_get_max_threads();
+  if (threads <= 1 || n < 2) {
+    double total = 0.0;
+    for (std::size_t i = 0; i < n; ++i) total += f(i);
+    return total;
+  }
+  std::vector<double> slices(static_cast<std::size_t>(threads), 0.0);
+#pragma omp parallel num_threads(threads)
+  {
+    auto const team = static_cast<std::size_t>(omp_get_num_threads());
+    auto const t = static_cast<std::size_t>(omp_get_thread_num());
+    std::size_t const begin = n * t / team, end = n * (t + 1) / team;
+    double sum = 0.0;
+    for (std::size_t i = begin; i < end; ++i) sum += f(i);
+    slices[t] = sum;
+  }
+  double total = 0.0;
+  for (double const s : slices) total += s;
+  return total;
 }
 
 /// C = alpha * op(A) op(B) + beta * C, row-major; op transposes when the flag is set.
