@@ -7,6 +7,7 @@
 #include "cluster/environment.hpp"
 #include "cluster/flags.hpp"
 #include "cluster/launchers.hpp"
+#include "cluster/local_rank.hpp"
 #include "cluster/resolve.hpp"
 #include "cluster/slurm_nodelist.hpp"
 #include "cluster/tf_config.hpp"

@@ -1,8 +1,9 @@
-// The umbrella header: every host-only part of convoy. Backends that need CUDA, NCCL or ZeroMQ are
-// separate, opt-in includes and never come in through here.
+// The umbrella header: every host-only part of convoy that a single process uses. Backends that
+// need CUDA, NCCL or ZeroMQ are separate, opt-in includes and never come in through here; the
+// cluster description (convoy/cluster.hpp) comes with the multi-process ones, which need it, and
+// stays out of here because resolving a cluster costs every file about a second of compile time.
 #pragma once
 
-#include "cluster.hpp"
 #include "comm/in_process.hpp"
 #include "comm/replica_group.hpp"
 #include "core/batch.hpp"

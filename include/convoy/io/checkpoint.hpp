@@ -36,6 +36,10 @@
 
 namespace convoy::io {
 
+// The functions here that use cereal's archives are templates (`template <class = void>`) only so
+// that a file that never calls them never instantiates the archives for them: a non-template inline
+// function instantiates what its body uses in every file that includes it (docs/compile_time.md).
+
 /// The state of a run at one global step: the strategy's Snapshot and the sampler's seed, so the
 /// data order resumes unchanged.
 struct Checkpoint {
@@ -264,7 +268,8 @@ inline std::optional<pid_t> temporary_writer(std::string const& name) {
 }
 
 // The part files the manifest `file` names; nullopt when it is no manifest or does not read whole.
-inline std::optional<std::vector<std::string>> manifest_parts(std::filesystem::path const& file) {
+template <class = void>
+std::optional<std::vector<std::string>> manifest_parts(std::filesystem::path const& file) {
   if (!starts_with_magic(file, manifest_kind)) return std::nullopt;
   try {
     auto framed = check_framed<CheckpointError>(
@@ -319,7 +324,8 @@ namespace detail {
 
 // save_checkpoint() and save_checkpoint_manifest(): a manifest, when given, follows the
 // checkpoint in the payload and marks the file as one whose weights lie in parts.
-inline std::filesystem::path save_checkpoint_file(std::filesystem::path const& dir,
+template <class = void>
+std::filesystem::path save_checkpoint_file(std::filesystem::path const& dir,
                                                   Checkpoint const& checkpoint,
                                                   Manifest const* manifest, std::size_t keep) {
   std::int64_t const step = checkpoint.state.counters.global_step;
@@ -380,7 +386,8 @@ inline std::filesystem::path save_checkpoint_file(std::filesystem::path const& d
 /// two threads at once. Throws CheckpointError for a negative step, for a checkpoint that
 /// load_checkpoint() would refuse (naming the field), or an unusable `dir`, and convoy::Error
 /// naming the path and the system's reason when the file cannot be written.
-inline std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
+template <class = void>
+std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
                                              Checkpoint const& checkpoint, std::size_t keep = 3) {
   return detail::save_checkpoint_file(dir, checkpoint, nullptr, keep);
 }
@@ -390,7 +397,8 @@ inline std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
 /// checkpoint: `checkpoint` holds the counters, optimizer and data seed, and no weights or slots.
 /// Its renaming into place commits the checkpoint. Then keeps the `keep` newest checkpoints as
 /// save_checkpoint() does and removes every part file that belongs to none of them.
-inline std::filesystem::path save_checkpoint_manifest(std::filesystem::path const& dir,
+template <class = void>
+std::filesystem::path save_checkpoint_manifest(std::filesystem::path const& dir,
                                                       Checkpoint const& checkpoint,
                                                       Manifest const& manifest,
                                                       std::size_t keep = 3) {
@@ -406,7 +414,8 @@ inline std::filesystem::path save_checkpoint_manifest(std::filesystem::path cons
 /// step within [0, 2^53]; optimizer_updates <= global_step <= applied; 1 to 65,536 local steps;
 /// no generators or one per local step, each a whole std::mt19937_64 state; finite weights and
 /// slots; slots named "<weight>/<slot>" with their weight's shape.
-inline Checkpoint load_checkpoint(std::filesystem::path const& file) {
+template <class = void>
+Checkpoint load_checkpoint(std::filesystem::path const& file) {
   bool const in_parts = detail::starts_with_magic(file, detail::manifest_kind);
   auto framed = detail::check_framed<CheckpointError>(
       detail::open_for_reading<CheckpointError>(file, "checkpoint"), file,
@@ -456,7 +465,8 @@ struct LoadedCheckpoint {
 /// when `dir` is absent or holds no checkpoint files. Blocks on file I/O. Throws CheckpointError
 /// when every checkpoint file is refused, naming the newest and its reason, so that a run never
 /// silently starts over; and when `dir` cannot be listed.
-inline std::optional<LoadedCheckpoint> load_latest_checkpoint(std::filesystem::path const& dir,
+template <class = void>
+std::optional<LoadedCheckpoint> load_latest_checkpoint(std::filesystem::path const& dir,
                                                               std::ostream* warnings) {
   auto const all = detail::list_checkpoints(dir);
   if (all.empty()) return std::nullopt;

@@ -29,6 +29,10 @@
 
 namespace convoy::io {
 
+// The functions here that use cereal's archives are templates (`template <class = void>`) only so
+// that a file that never calls them never instantiates the archives for them: a non-template inline
+// function instantiates what its body uses in every file that includes it (docs/compile_time.md).
+
 /// One shard's pieces of variables, by name, to be written without copying them: a piece is
 /// `size` elements of `variable` from element `first` on (a whole variable, or whole rows of one).
 struct PartPieceView {
@@ -145,7 +149,8 @@ struct Assembly {
 };
 
 // Reads one part file into `vars`, checking that it belongs to this save and fits the shapes.
-inline void assemble_part(std::filesystem::path const& file, Manifest const& m,
+template <class = void>
+void assemble_part(std::filesystem::path const& file, Manifest const& m,
                           std::optional<std::vector<std::string>>& slot_suffixes,
                           std::map<std::string, Assembly>& vars) {
   auto framed = check_framed<CheckpointError>(
@@ -216,7 +221,8 @@ inline bool starts_with_magic(std::filesystem::path const& file, FramedKind cons
 // Reads the parts `m` names from `dir` and puts every variable and slot together by name into
 // `weights` and `slots`. Throws CheckpointError naming what is wrong: a part missing, damaged,
 // from another save, or elements of a variable that no part or two parts hold.
-inline void assemble(std::filesystem::path const& dir, Manifest const& m,
+template <class = void>
+void assemble(std::filesystem::path const& dir, Manifest const& m,
                      std::map<std::string, Tensor>& weights, std::map<std::string, Tensor>& slots) {
   // Every element lies in a part as 4 bytes at least: shapes larger than the parts are forged,
   // and refused before anything is allocated for them.
@@ -263,7 +269,8 @@ inline void assemble(std::filesystem::path const& dir, Manifest const& m,
 /// Writes one shard's part of a checkpoint into `dir` (created when needed), atomically, and
 /// returns its file name. Blocks on file I/O. Throws CheckpointError naming the path and the
 /// system's reason when it cannot be written.
-inline std::string save_checkpoint_part(std::filesystem::path const& dir, PartView const& part) {
+template <class = void>
+std::string save_checkpoint_part(std::filesystem::path const& dir, PartView const& part) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {

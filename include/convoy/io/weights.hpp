@@ -34,9 +34,14 @@
 
 namespace convoy::io {
 
+// The functions here that use cereal's archives are templates (`template <class = void>`) only so
+// that a file that never calls them never instantiates the archives for them: a non-template inline
+// function instantiates what its body uses in every file that includes it (docs/compile_time.md).
+
 namespace detail {
 
-inline void write_records(std::ostream& out, std::vector<RecordView> const& records,
+template <class = void>
+void write_records(std::ostream& out, std::vector<RecordView> const& records,
                           Format format) {
   // Each archive is scoped: JSON writes its closing brace only when destroyed.
   switch (format) {
@@ -68,7 +73,8 @@ inline FramedKind const& weights_kind(Format format) {
 }
 
 // A weights file's bytes: for binary formats a header, then the records.
-inline void write_weights_file(std::ostream& out, std::vector<RecordView> const& records,
+template <class = void>
+void write_weights_file(std::ostream& out, std::vector<RecordView> const& records,
                                Format format) {
   if (format == Format::json) {
     write_records(out, records, format);
@@ -123,7 +129,8 @@ struct JsonNesting {
 // Parses JSON records from `in` once their nesting is known to be within json_max_depth. A
 // seekable stream is scanned and rewound; any other is read into memory first (cereal builds the
 // whole document in memory anyway).
-inline void read_json_records(std::istream& in, std::map<std::string, Tensor>& named) {
+template <class = void>
+void read_json_records(std::istream& in, std::map<std::string, Tensor>& named) {
   JsonNesting nesting;
   auto const start = in.tellg();
   if (start < 0) {
@@ -149,7 +156,8 @@ inline void read_json_records(std::istream& in, std::map<std::string, Tensor>& n
 /// Writes `named` to `out` as a sequence of NamedTensor records in `format`: the payload of a
 /// weights file, without the header save_named() puts before binary formats. Blocks on the
 /// stream. Throws cereal::Exception when the stream refuses bytes.
-inline void write_named(std::ostream& out, std::map<std::string, Tensor> const& named,
+template <class = void>
+void write_named(std::ostream& out, std::map<std::string, Tensor> const& named,
                         Format format) {
   detail::write_records(out, detail::record_views(named), format);
 }
@@ -159,7 +167,8 @@ inline void write_named(std::ostream& out, std::map<std::string, Tensor> const& 
 /// parsed (truncated, garbage, another format, JSON nested deeper than 64 levels), when a record's
 /// value count differs from its shape's, or when a name appears twice; never crashes on bad input.
 /// JSON is scanned before it is parsed: a seekable stream is rewound, any other is held in memory.
-inline std::map<std::string, Tensor> read_named(std::istream& in, Format format,
+template <class = void>
+std::map<std::string, Tensor> read_named(std::istream& in, Format format,
                                                 std::string const& what) {
   std::map<std::string, Tensor> named;
   try {
@@ -192,7 +201,8 @@ inline std::map<std::string, Tensor> read_named(std::istream& in, Format format,
 /// 24-byte header: magic "CONVOYWB" (binary) or "CONVOYWP" (portable binary), format version 1,
 /// payload length and CRC-32, little-endian; JSON is written plain. Blocks on file I/O. Throws
 /// convoy::Error naming the path and the system's reason when it cannot be written.
-inline void save_named(std::filesystem::path const& path,
+template <class = void>
+void save_named(std::filesystem::path const& path,
                        std::map<std::string, Tensor> const& named, Format format) {
   auto const records = detail::record_views(named);
   detail::write_atomically(
@@ -204,7 +214,8 @@ inline void save_named(std::filesystem::path const& path,
 /// is missing, is not a regular file or cannot be opened; LoadError naming it when a binary file
 /// is not a convoy weights file of that format, has another format version, is truncated, fails
 /// its checksum or has bytes left over, or when the contents cannot be parsed (see read_named).
-inline std::map<std::string, Tensor> load_named(std::filesystem::path const& path, Format format) {
+template <class = void>
+std::map<std::string, Tensor> load_named(std::filesystem::path const& path, Format format) {
   auto in = detail::open_for_reading<Error>(path, "weights file");
   std::string const what = "'" + path.string() + "'";
   if (format == Format::json) return read_named(in, format, what);
@@ -220,7 +231,8 @@ inline std::map<std::string, Tensor> load_named(std::filesystem::path const& pat
 /// renamed, so a crash leaves the old file or the new one. Blocks on file I/O; `vars` must not be
 /// written meanwhile. Throws convoy::Error for an unknown extension or when the file cannot be
 /// written (naming the path and the system's reason).
-inline void save_weights(std::filesystem::path const& path, Variables const& vars,
+template <class = void>
+void save_weights(std::filesystem::path const& path, Variables const& vars,
                          std::optional<Format> format = {}) {
   Format const chosen = format ? *format : format_for(path);
   auto const records = detail::record_views(vars);
@@ -232,7 +244,8 @@ inline void save_weights(std::filesystem::path const& path, Variables const& var
 /// Blocks on file I/O. Throws convoy::Error when the file is missing or unreadable, and LoadError
 /// naming the path when it is refused (see load_named) or when any name is unknown, missing or
 /// mis-shaped (the message lists all of them). On any error `vars` is unchanged.
-inline void load_weights(std::filesystem::path const& path, Variables& vars,
+template <class = void>
+void load_weights(std::filesystem::path const& path, Variables& vars,
                          std::optional<Format> format = {}) {
   Format const chosen = format ? *format : format_for(path);
   // Read the whole file before touching `vars`, so a bad file cannot leave it half loaded.

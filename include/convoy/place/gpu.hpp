@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "../cluster/cluster.hpp"
+#include "../cluster/local_rank.hpp"
 #include "../core/concepts.hpp"
 #include "../core/error.hpp"
 #include "../core/variables.hpp"
@@ -27,14 +27,15 @@ struct Gpu {
   static constexpr std::string_view name = "Gpu";
   static constexpr bool shared_weights = false;
   /// CUDA device ordinal; -1: this process's local rank on its machine, as the cluster resolver
-  /// reads it (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID; 0 alone).
+  /// reads it (convoy::local_rank(): LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,
+  /// SLURM_LOCALID; 0 under TF_CONFIG or alone).
   int device = -1;
   bool strict = false;  ///< true: throw PlacementError instead of falling back to the host
   bool log_placement = false;
 
   /// The device asked for: `device`, or the local rank when it is -1. Throws ClusterError when the
-  /// launcher's variables are malformed.
-  int ordinal() const { return device >= 0 ? device : Cluster::from_environment().local_rank; }
+  /// launcher's local-rank variable is malformed.
+  int ordinal() const { return device >= 0 ? device : local_rank(); }
   int replica_count() const { return 1; }
 
 #if defined(CONVOY_WITH_CUDA)

@@ -382,6 +382,36 @@ TEST_CASE("resolve() takes the first source that applies") {
   CHECK(from_env({{"TF_CONFIG", ""}, {"RANK", ""}}).source == "none");
 }
 
+TEST_CASE("local_rank() gives what from_environment() would, without resolving the cluster") {
+  // Distinct local ranks per launcher, so the one taken shows which launcher applied.
+  Vars rest = merged(merged(merged(torchrun(3, 4, 2), open_mpi(2, 4, 2)), hydra(3, 4, 3)), srun(1, 1));
+  auto const same = [](Vars const& vars) {
+    INFO(vars.size(), " variables");
+    CHECK(convoy::local_rank(Environment{vars}) == from_env(vars).local_rank);
+  };
+  same(merged(rest, {{"TF_CONFIG", tf_config_two_workers_one_ps}}));  // 0, whatever else is set
+  same(rest);  // torchrun: 1
+  CHECK(convoy::local_rank(Environment{rest}) == 1);
+  // Take away each launcher's variables in turn: Open MPI gives 2, PMI 3, Slurm 1, then none 0.
+  std::vector<Strings> const launchers{{"RANK", "WORLD_SIZE"},
+                                       {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                       {"PMI_RANK", "PMI_SIZE"},
+                                       {"SLURM_PROCID"}};
+  for (auto const& variables : launchers) {
+    for (auto const& name : variables) rest.erase(name);
+    same(rest);
+  }
+  CHECK(convoy::local_rank(Environment{rest}) == 0);
+  // Without its local-rank variable a launcher gives 0; a malformed one is refused alike.
+  same(torchrun(1, 2, 1));
+  Vars no_local = open_mpi(1, 2, 1);
+  no_local.erase("OMPI_COMM_WORLD_LOCAL_RANK");
+  same(no_local);
+  Vars const bad = merged(hydra(0, 2, 0), {{"MPI_LOCALRANKID", "x1"}});
+  CHECK(message_of<ClusterError>([&] { convoy::local_rank(Environment{bad}); }) ==
+        message_of<ClusterError>([&] { from_env(bad); }));
+}
+
 TEST_CASE("the process's own environment is read through getenv") {
   CHECK(Environment::process().get("PATH").has_value());
   CHECK_FALSE(Environment::process().get("CONVOY_TEST_SURELY_UNSET_VARIABLE").has_value());
