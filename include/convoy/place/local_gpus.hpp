@@ -2,6 +2,11 @@
 // replica on each of: the devices asked for that the runtime sees, with one line for those left
 // out, or PlacementError under strict placement; with none left, one replica on the host
 // (TensorFlow's allow_soft_placement).
+//
+// The two placements still repeat the four one-line members that call these (replica_count,
+// context, resolve, adopt): a shared base class would make every `{.devices = {0, 1}}` of theirs
+// warn under GCC's -Wextra (missing-field-initializers names the base), and they are aggregates so
+// that users can write exactly that.
 #pragma once
 
 #include <cstddef>

@@ -211,6 +211,7 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
     auto [begin, end] = chunk_bounds(n, replicas, r);
     // A copy on this thread's stack: the loop reads it between begin() and end() below.
     bool const sums_on_host = replicas > 1;
+    auto const sum_ctx = sums_on_host ? host_side(ctx) : ctx;  // made once, not at every step
     for (;;) {
       // Results go to locals first: a replica abandoned in user code must find, when it comes
       // back, nothing of the run to write to.
@@ -240,7 +241,7 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
       if (!barrier.arrive_and_wait(after_gradients) || stop) return;
       // Library code, not timed: it always finishes, and an abandoned thread must not be in it.
       try {
-        reduce_apply_broadcast(sums_on_host ? host_side(ctx) : ctx, grads, begin, end,
+        reduce_apply_broadcast(sum_ctx, grads, begin, end,
                                destinations[r], n, g.optimizer(), g.slots(),
                                g.slots().updates + 1);
       } catch (...) {
