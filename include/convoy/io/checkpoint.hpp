@@ -326,8 +326,8 @@ namespace detail {
 // checkpoint in the payload and marks the file as one whose weights lie in parts.
 template <class = void>
 std::filesystem::path save_checkpoint_file(std::filesystem::path const& dir,
-                                                  Checkpoint const& checkpoint,
-                                                  Manifest const* manifest, std::size_t keep) {
+                                           Checkpoint const& checkpoint, Manifest const* manifest,
+                                           std::size_t keep) {
   std::int64_t const step = checkpoint.state.counters.global_step;
   if (step < 0) {
     throw CheckpointError("convoy: cannot save a checkpoint of step " + std::to_string(step) +
@@ -388,7 +388,7 @@ std::filesystem::path save_checkpoint_file(std::filesystem::path const& dir,
 /// naming the path and the system's reason when the file cannot be written.
 template <class = void>
 std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
-                                             Checkpoint const& checkpoint, std::size_t keep = 3) {
+                                      Checkpoint const& checkpoint, std::size_t keep = 3) {
   return detail::save_checkpoint_file(dir, checkpoint, nullptr, keep);
 }
 
@@ -399,9 +399,8 @@ std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
 /// save_checkpoint() does and removes every part file that belongs to none of them.
 template <class = void>
 std::filesystem::path save_checkpoint_manifest(std::filesystem::path const& dir,
-                                                      Checkpoint const& checkpoint,
-                                                      Manifest const& manifest,
-                                                      std::size_t keep = 3) {
+                                               Checkpoint const& checkpoint,
+                                               Manifest const& manifest, std::size_t keep = 3) {
   return detail::save_checkpoint_file(dir, checkpoint, &manifest, keep);
 }
 
@@ -467,7 +466,7 @@ struct LoadedCheckpoint {
 /// silently starts over; and when `dir` cannot be listed.
 template <class = void>
 std::optional<LoadedCheckpoint> load_latest_checkpoint(std::filesystem::path const& dir,
-                                                              std::ostream* warnings) {
+                                                       std::ostream* warnings) {
   auto const all = detail::list_checkpoints(dir);
   if (all.empty()) return std::nullopt;
   std::string newest_problem;

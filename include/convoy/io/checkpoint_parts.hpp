@@ -151,8 +151,8 @@ struct Assembly {
 // Reads one part file into `vars`, checking that it belongs to this save and fits the shapes.
 template <class = void>
 void assemble_part(std::filesystem::path const& file, Manifest const& m,
-                          std::optional<std::vector<std::string>>& slot_suffixes,
-                          std::map<std::string, Assembly>& vars) {
+                   std::optional<std::vector<std::string>>& slot_suffixes,
+                   std::map<std::string, Assembly>& vars) {
   auto framed = check_framed<CheckpointError>(
       open_for_reading<CheckpointError>(file, "checkpoint part"), file, part_kind);
   parse_payload(framed, [&](auto& ar) {
@@ -223,7 +223,7 @@ inline bool starts_with_magic(std::filesystem::path const& file, FramedKind cons
 // from another save, or elements of a variable that no part or two parts hold.
 template <class = void>
 void assemble(std::filesystem::path const& dir, Manifest const& m,
-                     std::map<std::string, Tensor>& weights, std::map<std::string, Tensor>& slots) {
+              std::map<std::string, Tensor>& weights, std::map<std::string, Tensor>& slots) {
   // Every element lies in a part as 4 bytes at least: shapes larger than the parts are forged,
   // and refused before anything is allocated for them.
   std::uintmax_t bytes = 0;

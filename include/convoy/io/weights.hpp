@@ -41,8 +41,7 @@ namespace convoy::io {
 namespace detail {
 
 template <class = void>
-void write_records(std::ostream& out, std::vector<RecordView> const& records,
-                          Format format) {
+void write_records(std::ostream& out, std::vector<RecordView> const& records, Format format) {
   // Each archive is scoped: JSON writes its closing brace only when destroyed.
   switch (format) {
     case Format::binary: {
@@ -74,8 +73,7 @@ inline FramedKind const& weights_kind(Format format) {
 
 // A weights file's bytes: for binary formats a header, then the records.
 template <class = void>
-void write_weights_file(std::ostream& out, std::vector<RecordView> const& records,
-                               Format format) {
+void write_weights_file(std::ostream& out, std::vector<RecordView> const& records, Format format) {
   if (format == Format::json) {
     write_records(out, records, format);
   } else {
@@ -157,8 +155,7 @@ void read_json_records(std::istream& in, std::map<std::string, Tensor>& named) {
 /// weights file, without the header save_named() puts before binary formats. Blocks on the
 /// stream. Throws cereal::Exception when the stream refuses bytes.
 template <class = void>
-void write_named(std::ostream& out, std::map<std::string, Tensor> const& named,
-                        Format format) {
+void write_named(std::ostream& out, std::map<std::string, Tensor> const& named, Format format) {
   detail::write_records(out, detail::record_views(named), format);
 }
 
@@ -168,8 +165,7 @@ void write_named(std::ostream& out, std::map<std::string, Tensor> const& named,
 /// value count differs from its shape's, or when a name appears twice; never crashes on bad input.
 /// JSON is scanned before it is parsed: a seekable stream is rewound, any other is held in memory.
 template <class = void>
-std::map<std::string, Tensor> read_named(std::istream& in, Format format,
-                                                std::string const& what) {
+std::map<std::string, Tensor> read_named(std::istream& in, Format format, std::string const& what) {
   std::map<std::string, Tensor> named;
   try {
     switch (format) {
@@ -202,8 +198,8 @@ std::map<std::string, Tensor> read_named(std::istream& in, Format format,
 /// payload length and CRC-32, little-endian; JSON is written plain. Blocks on file I/O. Throws
 /// convoy::Error naming the path and the system's reason when it cannot be written.
 template <class = void>
-void save_named(std::filesystem::path const& path,
-                       std::map<std::string, Tensor> const& named, Format format) {
+void save_named(std::filesystem::path const& path, std::map<std::string, Tensor> const& named,
+                Format format) {
   auto const records = detail::record_views(named);
   detail::write_atomically(
       path, [&](std::ostream& out) { detail::write_weights_file(out, records, format); });
@@ -233,7 +229,7 @@ std::map<std::string, Tensor> load_named(std::filesystem::path const& path, Form
 /// written (naming the path and the system's reason).
 template <class = void>
 void save_weights(std::filesystem::path const& path, Variables const& vars,
-                         std::optional<Format> format = {}) {
+                  std::optional<Format> format = {}) {
   Format const chosen = format ? *format : format_for(path);
   auto const records = detail::record_views(vars);
   detail::write_atomically(
@@ -246,7 +242,7 @@ void save_weights(std::filesystem::path const& path, Variables const& vars,
 /// mis-shaped (the message lists all of them). On any error `vars` is unchanged.
 template <class = void>
 void load_weights(std::filesystem::path const& path, Variables& vars,
-                         std::optional<Format> format = {}) {
+                  std::optional<Format> format = {}) {
   Format const chosen = format ? *format : format_for(path);
   // Read the whole file before touching `vars`, so a bad file cannot leave it half loaded.
   auto const named = load_named(path, chosen);
