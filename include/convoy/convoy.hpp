@@ -2,6 +2,8 @@
 // need CUDA, NCCL or ZeroMQ are separate, opt-in includes and never come in through here; the
 // cluster description (convoy/cluster.hpp) comes with the multi-process ones, which need it, and
 // stays out of here because resolving a cluster costs every file about a second of compile time.
+// place::Sharded (convoy/place/sharded.hpp) stays out too: only a parameter server can run it, and
+// convoy/comm/zmq_ps.hpp includes it.
 #pragma once
 
 #include "comm/in_process.hpp"
@@ -32,7 +34,6 @@
 #include "place/gpu.hpp"
 #include "place/host.hpp"
 #include "place/mirrored.hpp"
-#include "place/sharded.hpp"
 #include "strategy.hpp"
 #include "sync/aggregator.hpp"
 #include "sync/apply_at_once.hpp"

@@ -26,7 +26,7 @@
 #include "place/host.hpp"
 #include "place/mirrored.hpp"
 #include "place/mirrored_gpus.hpp"
-#include "place/sharded.hpp"
+#include "place/sharded_fwd.hpp"  // named by the rules below, defined with comm/zmq_ps.hpp
 #include "sync/asynchronous.hpp"
 #include "sync/bounded_staleness.hpp"
 #include "sync/synchronous.hpp"
@@ -98,9 +98,10 @@ class Strategy {
   static_assert(replicable<Model>,
                 "convoy: a Model must be copy-constructible: replicas are copies of the model "
                 "given to the Strategy; see docs/own_model.md.");
-  // Each policy in its slot.
+  // Each policy in its slot. A place::Sharded that is only declared (no comm/zmq_ps.hpp) is left to
+  // the pairing rule below, whose message names the header.
   static_assert(
-      placement_policy<Placement>,
+      placement_policy<Placement> || detail::is_sharded<Placement>,
       "convoy: Strategy's second argument must be a placement policy: place::Host, place::Gpu, "
       "place::Mirrored, place::MirroredGpus, place::CentralStorage, place::CentralStorageGpus or "
       "place::Sharded<Rule>.");

@@ -1,6 +1,7 @@
 // place::Sharded spreads variables over parameter-server shards, which comm::InProcess has not.
 // expected-error: which only comm::ZmqPs
 #include <convoy/nn/mlp.hpp>
+#include <convoy/place/sharded.hpp>
 #include <convoy/strategy.hpp>
 #include <cstddef>
 

@@ -12,6 +12,7 @@
 #include "../core/variables.hpp"
 #include "../exec/host.hpp"
 #include "shard_map.hpp"
+#include "sharded_fwd.hpp"
 #include "sharding_rules.hpp"
 
 namespace convoy::place {
@@ -44,7 +45,7 @@ inline constexpr std::string_view sharded_close = ">";
 /// Partitioned, or any type that meets sharding_rule). One replica per worker process; the shards
 /// hold the weights and workers pull copies of them. A regular value: knobs are `rule` and
 /// `log_placement`.
-template <class Rule = GreedyBySize>
+template <class Rule>  // GreedyBySize by default (sharded_fwd.hpp)
 struct Sharded {
   static_assert(sharding_rule<Rule>,
                 "convoy: place::Sharded<Rule> needs a regular Rule with 'static constexpr "
