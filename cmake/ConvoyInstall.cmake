@@ -1,19 +1,30 @@
 # Install and export rules: headers, the convoy::convoy target and the components (convoy::zmq_ps,
-# convoy::cuda, convoy::nccl) this build has, a relocatable CMake package in
-# share/cmake/convoy (header-only, so ARCH_INDEPENDENT), the cluster launcher and the key maker
-# (convoy-keygen) in bin/. Consumers re-find the dependencies through an installed copy of
+# convoy::cuda, convoy::nccl, convoy::tensorboard) this build has, a relocatable CMake package in
+# share/cmake/convoy (ARCH_INDEPENDENT unless it holds convoy::tensorboard's static library), the
+# cluster launcher and the key maker (convoy-keygen) in bin/. Consumers re-find the dependencies through an installed copy of
 # ConvoyDependencies.cmake.
 include(CMakePackageConfigHelpers)
 
 set(CONVOY_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/convoy"
     CACHE STRING "Where convoy's CMake package files go, relative to the install prefix")
 
-install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/convoy"
-        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
-        FILES_MATCHING PATTERN "*.hpp" PATTERN "*.cuh"
-        # These need convoy::tensorboard's generated protobuf code, which is built in the tree
-        # only (cmake/ConvoyTensorBoard.cmake); the installed package does not provide it.
-        PATTERN "event_writer.hpp" EXCLUDE REGEX "callbacks/tensorboard\\.hpp$" EXCLUDE)
+if(TARGET convoy_tensorboard)
+  install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/convoy"
+          DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+          FILES_MATCHING PATTERN "*.hpp" PATTERN "*.cuh")
+  # protoc's headers for the Event and Summary messages, beside the headers that include them.
+  get_target_property(_convoy_generated convoy_tensorboard CONVOY_GENERATED_DIR)
+  install(DIRECTORY "${_convoy_generated}/convoy"
+          DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+          FILES_MATCHING PATTERN "*.pb.h")
+  unset(_convoy_generated)
+else()
+  install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/convoy"
+          DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+          FILES_MATCHING PATTERN "*.hpp" PATTERN "*.cuh"
+          # These need convoy::tensorboard's generated protobuf code, which this build lacks.
+          PATTERN "event_writer.hpp" EXCLUDE REGEX "callbacks/tensorboard\\.hpp$" EXCLUDE)
+endif()
 
 # A Python 3 script (standard library only) that starts a ps/worker cluster of one program;
 # docs/launching.md.
@@ -34,12 +45,14 @@ install(EXPORT convoy-targets
         NAMESPACE convoy::
         DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
 
-# The components convoy::cuda and convoy::nccl, where this build has them: each an export of its
-# own and a convoy-<component>.cmake that finds its dependencies (ConvoyCudaDependencies.cmake),
-# so a project that asks for neither needs no CUDA toolkit.
-foreach(_convoy_component cuda nccl)
+# The components convoy::cuda, convoy::nccl and convoy::tensorboard, where this build has them: each
+# an export of its own and a convoy-<component>.cmake that finds its dependencies
+# (ConvoyCudaDependencies.cmake; protobuf), so a project that asks for none needs neither the CUDA
+# toolkit nor protobuf.
+foreach(_convoy_component cuda nccl tensorboard)
   if(TARGET convoy_${_convoy_component})
-    install(TARGETS convoy_${_convoy_component} EXPORT convoy-${_convoy_component}-targets)
+    install(TARGETS convoy_${_convoy_component} EXPORT convoy-${_convoy_component}-targets
+            ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}")
     install(EXPORT convoy-${_convoy_component}-targets
             NAMESPACE convoy::
             DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
@@ -53,6 +66,12 @@ if(TARGET convoy_cuda OR TARGET convoy_nccl)
           DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
 endif()
 
+if(TARGET convoy_tensorboard)
+  set(_convoy_arch_independent "")  # a static library: built for one architecture
+else()
+  set(_convoy_arch_independent ARCH_INDEPENDENT)
+endif()
+
 configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/convoy-config.cmake.in"
   "${PROJECT_BINARY_DIR}/convoy-config.cmake"
@@ -63,7 +82,8 @@ write_basic_package_version_file(
   "${PROJECT_BINARY_DIR}/convoy-config-version.cmake"
   VERSION "${PROJECT_VERSION}"
   COMPATIBILITY SameMinorVersion
-  ARCH_INDEPENDENT)
+  ${_convoy_arch_independent})
+unset(_convoy_arch_independent)
 
 install(FILES
   "${PROJECT_BINARY_DIR}/convoy-config.cmake"

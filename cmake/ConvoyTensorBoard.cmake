@@ -1,7 +1,9 @@
 # convoy::tensorboard: a static library of the C++ that protoc generates at build time from
 # include/convoy/tensorboard/proto/*.proto (TensorBoard's Event and Summary messages), linking
 # convoy::convoy and protobuf::libprotobuf. The headers convoy/tensorboard/event_writer.hpp and
-# convoy/train/callbacks/tensorboard.hpp need it; convoy.hpp includes neither.
+# convoy/train/callbacks/tensorboard.hpp need it; convoy.hpp includes neither. Installed as the
+# component `tensorboard` (cmake/ConvoyInstall.cmake, cmake/convoy-tensorboard.cmake): the library,
+# the generated headers beside convoy's, and the protobuf version that generated them.
 #
 # Input: CONVOY_ENABLE_TENSORBOARD, AUTO or ON (cmake/ConvoyOptionalPart.cmake): a missing protobuf
 # is one status line or an error naming the packages to install.
@@ -12,6 +14,7 @@ function(_convoy_find_protobuf)
   find_package(Protobuf QUIET)
   if(Protobuf_FOUND AND TARGET protobuf::libprotobuf AND TARGET protobuf::protoc)
     set(_convoy_protobuf_missing "" PARENT_SCOPE)
+    set(_convoy_protobuf_version "${Protobuf_VERSION}" PARENT_SCOPE)
   else()
     string(CONCAT message "protobuf's library and compiler, which were not found: install "
       "libprotobuf-dev and protobuf-compiler, or point CMAKE_PREFIX_PATH (or Protobuf_ROOT) at them")
@@ -45,6 +48,14 @@ add_library(convoy_tensorboard STATIC ${_convoy_sources})
 add_library(convoy::tensorboard ALIAS convoy_tensorboard)
 # SYSTEM: the generated code is protoc's, and its warnings are not convoy's to fix.
 target_include_directories(convoy_tensorboard SYSTEM PUBLIC "$<BUILD_INTERFACE:${_convoy_generated}>")
+# For the install (cmake/ConvoyInstall.cmake): where the generated headers are, and the protobuf
+# whose protoc wrote them, which a consumer's protobuf must match or the headers refuse to compile.
+# The version travels with the exported target (cmake/convoy-tensorboard.cmake checks it).
+set_target_properties(convoy_tensorboard PROPERTIES
+  EXPORT_NAME tensorboard
+  CONVOY_GENERATED_DIR "${_convoy_generated}"
+  CONVOY_PROTOBUF_VERSION "${_convoy_protobuf_version}"
+  EXPORT_PROPERTIES CONVOY_PROTOBUF_VERSION)
 target_link_libraries(convoy_tensorboard PUBLIC convoy protobuf::libprotobuf)
 # protoc's code is not convoy's to fix: a -Werror build (tools/dev clang) does not apply to it.
 set_target_properties(convoy_tensorboard PROPERTIES POSITION_INDEPENDENT_CODE ON
@@ -57,3 +68,4 @@ unset(_convoy_outputs)
 unset(_convoy_sources)
 unset(_convoy_name)
 unset(_convoy_stem)
+unset(_convoy_protobuf_version)

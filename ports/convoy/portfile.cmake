@@ -11,7 +11,7 @@
 #     HEAD_REF main)
 set(SOURCE_PATH "${CMAKE_CURRENT_LIST_DIR}/../..")
 
-# Header-only: nothing differs between debug and release, so configure once.
+# Header-only but for the tensorboard feature's small static library: configure once, release.
 set(VCPKG_BUILD_TYPE release)
 
 # Each feature is resolved one way, whatever else is on the machine:
@@ -20,10 +20,19 @@ set(VCPKG_BUILD_TYPE release)
 #   cuda   CONVOY_ENABLE_CUDA=ON with the CUDA toolkit that vcpkg's cuda port located
 #          (vcpkg_find_cuda); its nvcc brings the toolkit's Thrust and CUB. Without it the toolkit is
 #          never searched.
+#   nccl   CONVOY_ENABLE_NCCL=ON (it brings cuda and zmq): convoy::nccl with the machine's NCCL,
+#          which vcpkg has no port for (NCCL_ROOT, the toolkit's folders or the system's).
+#   tensorboard
+#          CONVOY_ENABLE_TENSORBOARD=ON: convoy::tensorboard, a static library of what vcpkg's
+#          protoc generates, linked to vcpkg's protobuf.
+# Each option is passed ON or OFF, never left to AUTO, so what is built never depends on what else
+# the machine has.
 vcpkg_check_features(OUT_FEATURE_OPTIONS FEATURE_OPTIONS
   FEATURES
-    zmq  CONVOY_ENABLE_ZMQ
-    cuda CONVOY_ENABLE_CUDA)
+    zmq         CONVOY_ENABLE_ZMQ
+    cuda        CONVOY_ENABLE_CUDA
+    nccl        CONVOY_ENABLE_NCCL
+    tensorboard CONVOY_ENABLE_TENSORBOARD)
 
 if("cuda" IN_LIST FEATURES)
   include("${CURRENT_INSTALLED_DIR}/share/cuda/vcpkg_find_cuda.cmake")

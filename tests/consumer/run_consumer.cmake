@@ -4,7 +4,8 @@
 #         [-DCOMPONENTS=cuda,nccl,zmq] -P run_consumer.cmake
 # install:      cmake --install CONVOY_BINARY_DIR into WORK_DIR/prefix, check the components
 #               mechanism against COMPONENTS (those the build has), then find_package(convoy) from
-#               there; the app links a program to each of cuda and nccl in COMPONENTS.
+#               there; the app links a program to each of cuda, nccl and tensorboard in
+#               COMPONENTS, and runs the tensorboard one.
 # fetchcontent: FetchContent_Declare(convoy SOURCE_DIR CONVOY_SOURCE_DIR).
 # Every step runs with execute_process; the first that fails stops the script with its output.
 cmake_minimum_required(VERSION 3.25)
@@ -36,6 +37,7 @@ if(CXX_COMPILER)
 endif()
 
 file(REMOVE_RECURSE "${WORK_DIR}")
+set(run_tensorboard FALSE)
 if(MODE STREQUAL "install")
   run_step("install convoy into ${prefix}"
     COMMAND "${CMAKE_COMMAND}" --install "${CONVOY_BINARY_DIR}" --prefix "${prefix}" ${config_args})
@@ -50,10 +52,29 @@ if(MODE STREQUAL "install")
   run_step("components (${COMPONENTS})"
     COMMAND "${CMAKE_COMMAND}" -S "${CMAKE_CURRENT_LIST_DIR}/components" -B "${WORK_DIR}/components"
             ${configure_args} "-DCMAKE_PREFIX_PATH=${prefix}" "-DCONVOY_EXPECTED_COMPONENTS=${COMPONENTS}")
-  # The app also links a program to each device component the build has (built, not run).
+  # The app also links a program to each of these components the build has: the device ones are
+  # built, not run; the tensorboard one writes an event file.
   string(REPLACE "," ";" link_components "${COMPONENTS}")
-  list(FILTER link_components INCLUDE REGEX "^(cuda|nccl)$")
+  list(FILTER link_components INCLUDE REGEX "^(cuda|nccl|tensorboard)$")
+  if("tensorboard" IN_LIST link_components)
+    set(run_tensorboard TRUE)
+  endif()
   list(JOIN link_components "," link_components)
+  if(run_tensorboard)
+    # A copy of the install whose TensorBoard headers claim another protoc: the component must be
+    # refused with both versions named, not left to fail in protoc's code.
+    set(other "${WORK_DIR}/other_protobuf")
+    file(COPY "${prefix}/" DESTINATION "${other}")
+    set(targets_file "${other}/share/cmake/convoy/convoy-tensorboard-targets.cmake")
+    file(READ "${targets_file}" text)
+    string(REGEX REPLACE "CONVOY_PROTOBUF_VERSION \"[^\"]*\"" "CONVOY_PROTOBUF_VERSION \"1.2.3\""
+           text "${text}")
+    file(WRITE "${targets_file}" "${text}")
+    run_step("tensorboard refuses another protobuf"
+      COMMAND "${CMAKE_COMMAND}" -S "${CMAKE_CURRENT_LIST_DIR}/components"
+              -B "${WORK_DIR}/other_protobuf_check" ${configure_args} "-DCMAKE_PREFIX_PATH=${other}"
+              -DCONVOY_CLAIMED_PROTOBUF=1.2.3)
+  endif()
   run_step("configure app (find_package, linking '${link_components}')"
     COMMAND "${CMAKE_COMMAND}" -S "${app_dir}" -B "${build}" ${configure_args}
             -DCONVOY_CONSUME=find_package "-DCMAKE_PREFIX_PATH=${prefix}"
@@ -75,3 +96,13 @@ if(NOT step_output MATCHES "consumer: 1 variable, 6 elements")
   message(FATAL_ERROR "[${MODE}] unexpected output from the app:\n${step_output}")
 endif()
 message(STATUS "[${MODE}] ${step_output}")
+if(run_tensorboard)
+  file(MAKE_DIRECTORY "${WORK_DIR}/events")
+  run_step("run the tensorboard app"
+    COMMAND "${build}/bin/convoy_uses_tensorboard" "${WORK_DIR}/events")
+  file(GLOB events "${WORK_DIR}/events/events.out.tfevents.*")
+  if(NOT step_output MATCHES "convoy consumer: 2 events" OR NOT events)
+    message(FATAL_ERROR "[${MODE}] the tensorboard app wrote no event file:\n${step_output}")
+  endif()
+  message(STATUS "[${MODE}] ${step_output}")
+endif()
