@@ -34,6 +34,7 @@
 #include "../../train/step.hpp"
 #include "../in_process/replica_threads.hpp"
 #include "../in_process/step_barrier.hpp"
+#include "../in_process/step_count.hpp"
 #include "../replica_group.hpp"
 #include "bucket_plan.hpp"
 #include "collective_replica.hpp"
@@ -185,27 +186,9 @@ class CollectiveEngine {
         stop = true;
         return;
       }
-      auto& counters = group.counters();
-      ++counters.global_step;
-      counters.applied += static_cast<std::int64_t>(counters.local_steps.size());
-      for (auto& s : counters.local_steps) ++s;
-      float loss = 0.0f;
-      for (float l : losses) loss += l;
-      StepReport const report{.global_step = counters.global_step,
-                              .local_step = counters.local_steps[fabric_->first_replica()],
-                              .replica = fabric_->first_replica(),
-                              .loss = loss / static_cast<float>(local),
-                              .seconds = seconds[0],
-                              .applied = counters.applied,
-                              .dropped = counters.dropped,
-                              .batches = counters.batches()};
-      try {
-        if (plan.after_step && !plan.after_step(report)) stop = true;
-      } catch (...) {
-        error.capture();
+      if (in_process::count_lock_step(group.counters(), losses, seconds[0],
+                                      fabric_->first_replica(), plan, error))
         stop = true;
-      }
-      if (plan.reached(counters.global_step, counters.batches())) stop = true;
     };
     auto fail = [&](std::size_t r) {
       error.capture(explained(std::current_exception()));

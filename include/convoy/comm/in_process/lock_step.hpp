@@ -26,6 +26,7 @@
 #include "../../train/step.hpp"
 #include "replica_threads.hpp"
 #include "step_barrier.hpp"
+#include "step_count.hpp"
 #include "wait_notice.hpp"
 
 namespace convoy::comm::in_process {
@@ -182,26 +183,7 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
     }
     step_end = now;
     ++g.slots().updates;
-    ++counters.global_step;
-    counters.applied += static_cast<std::int64_t>(replicas);
-    for (auto& local : counters.local_steps) ++local;
-    float loss = 0.0f;
-    for (float l : losses) loss += l;
-    StepReport const report{.global_step = counters.global_step,
-                            .local_step = counters.local_steps[0],
-                            .replica = 0,
-                            .loss = loss / static_cast<float>(replicas),
-                            .seconds = seconds[0],
-                            .applied = counters.applied,
-                            .dropped = counters.dropped,
-                            .batches = counters.batches()};
-    try {
-      if (plan.after_step && !plan.after_step(report)) stop = true;
-    } catch (...) {
-      error.capture();
-      stop = true;
-    }
-    if (plan.reached(counters.global_step, counters.batches())) stop = true;
+    if (count_lock_step(counters, losses, seconds[0], 0, plan, error)) stop = true;
   };
   auto replica_loop = [&](std::size_t r) {
     ThreadHold const hold(group_ptr, plan_ptr, watch, r);
