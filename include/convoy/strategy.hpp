@@ -272,7 +272,8 @@ class Strategy {
   /// computed for its last batch, which is what the optimizer applied (zeros before the first
   /// step). Only in lock step (lock_step()), where every replica is at rest between runs and in a
   /// callback; empty otherwise, where replicas compute on while others apply (asynchronous) or the
-  /// gradients live in other processes (comm::ZmqPs).
+  /// gradients live in other processes (comm::ZmqPs). Under a collective (comm::Nccl) the mean is
+  /// over every replica of the run; with BoundedStaleness<S> there, over this process's replicas.
   std::map<std::string, Tensor> get_gradients() const {
     if constexpr (requires { engine_.state().handle(std::size_t{0})->variables().grads(); }) {
       if (!lock_step()) return {};
@@ -284,6 +285,8 @@ class Strategy {
         for (std::size_t i = 0; i < mean.size(); ++i) mean[i] += grads[i] * scale;
       }
       return layout().named(mean);
+    } else if constexpr (requires { engine_.mean_gradients(); }) {
+      return layout().named(engine_.mean_gradients());  // a collective engine (comm::Nccl)
     } else {
       return {};
     }

@@ -6,8 +6,10 @@
 // whose replica fails with that replica's error instead of a hang.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <convoy/comm/buckets/collective_engine.hpp>
 #include <convoy/comm/in_process/bucket_fabric.hpp>
 #include <convoy/nn/mlp.hpp>
@@ -15,9 +17,11 @@
 #include <convoy/train/trainer.hpp>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <synthetic.hpp>
 #include <thread>
@@ -178,6 +182,50 @@ TEST_CASE("under BoundedStaleness<S> the collective averages the weights every S
   collective.run(until(7));  // a local step on each replica's own batch
   CHECK(group.variables(1).get_flat() != group.variables(0).get_flat());
   CHECK(collective.counters().global_step == 7);
+}
+
+namespace {
+// The largest difference between two sets of named tensors with the same names and shapes.
+float largest_difference(std::map<std::string, Tensor> const& a,
+                         std::map<std::string, Tensor> const& b) {
+  REQUIRE(a.size() == b.size());
+  float largest = 0.0f;
+  for (auto const& entry : a) {
+    CAPTURE(entry.first);
+    auto const& other = b.at(entry.first).data;
+    REQUIRE(other.size() == entry.second.data.size());
+    for (std::size_t i = 0; i < other.size(); ++i)
+      largest = std::max(largest, std::abs(other[i] - entry.second.data[i]));
+  }
+  return largest;
+}
+}  // namespace
+
+TEST_CASE("get_gradients over the collective is the mean gradient, as in lock step") {
+  nn::Mlp const prototype({12, 16, 3});
+  MirroredOver<comm::InProcess> lock_step(prototype, three);
+  MirroredOver<Collective> collective(prototype, three);
+  auto const zeros = lock_step.get_gradients();  // zeros before the first step
+  CHECK(largest_difference(collective.get_gradients(), zeros) == 0.0f);
+  lock_step.run(until(3));
+  collective.run(until(3));
+  // The same weights, so the same gradients; only the order of the sum differs.
+  REQUIRE(same_bits(collective.weights(), lock_step.weights()));
+  auto const mean = lock_step.get_gradients();
+  CHECK(largest_difference(mean, zeros) > 1e-3f);
+  CHECK(largest_difference(collective.get_gradients(), mean) < 1e-6f);
+
+  // Under BoundedStaleness<S> each replica applies its own: the mean of this process's replicas'.
+  MirroredOver<Collective, sync::BoundedStaleness<2>> stale(prototype, three);
+  stale.run(until(2));
+  auto& group = stale.engine().state().group();
+  std::vector<float> own_mean(stale.layout().element_count(), 0.0f);
+  for (std::size_t r = 0; r < replicas; ++r) {
+    auto const grads = group.variables(r).grads();
+    for (std::size_t i = 0; i < own_mean.size(); ++i) own_mean[i] += grads[i] / 3.0f;
+  }
+  CHECK(group.variables(1).get_flat() != group.variables(0).get_flat());  // they differ here
+  CHECK(largest_difference(stale.get_gradients(), stale.layout().named(own_mean)) < 1e-6f);
 }
 
 TEST_CASE("a replica that throws ends the run with its error, and the spent collective says so") {

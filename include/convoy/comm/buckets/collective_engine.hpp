@@ -149,6 +149,26 @@ class CollectiveEngine {
   bool chief() const { return fabric_->first_replica() == 0; }
   Fabric& fabric() { return *fabric_; }
 
+  /// The gradients of the last step, laid out like the weights (zeros before the first), for
+  /// Strategy::get_gradients. Under Synchronous, the mean over every replica of the run: what the
+  /// optimizer applied, which each replica holds summed after the exchange. Under
+  /// BoundedStaleness<S>, where each replica applies its own, the mean of this process's replicas'.
+  /// Between runs or in a callback, where this process's replicas are at rest.
+  std::vector<float> mean_gradients() const {
+    auto const& group = state_->group();
+    std::vector<float> mean(group.layout().element_count(), 0.0f);
+    auto add = [&](std::size_t r, float scale) {
+      auto const grads = group.handle(r)->variables().grads();
+      for (std::size_t i = 0; i < mean.size(); ++i) mean[i] += grads[i] * scale;
+    };
+    if constexpr (collective_schedule<Sync>::averages_weights) {
+      for (std::size_t r = 0; r < group.size(); ++r) add(r, 1.0f / static_cast<float>(group.size()));
+    } else {
+      add(0, 1.0f / static_cast<float>(fabric_->world_size()));
+    }
+    return mean;
+  }
+
   /// Runs the plan; blocks. Every process of the run must run the same plan: the goal is reached
   /// by every one at the same global step; an after_step that stops one process alone leaves the
   /// others waiting in their next exchange until its timeout. Throws what a replica, the exchange
