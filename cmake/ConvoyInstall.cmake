@@ -1,29 +1,30 @@
 # Install and export rules: headers, the convoy::convoy target and the components (convoy::zmq_ps,
 # convoy::cuda, convoy::nccl, convoy::tensorboard) this build has, a relocatable CMake package in
 # share/cmake/convoy (ARCH_INDEPENDENT unless it holds convoy::tensorboard's static library), the
-# cluster launcher and the key maker (convoy-keygen) in bin/. Consumers re-find the dependencies through an installed copy of
-# ConvoyDependencies.cmake.
+# cluster launcher and the key maker (convoy-keygen) in bin/. Consumers re-find the dependencies
+# through an installed copy of ConvoyDependencies.cmake.
 include(CMakePackageConfigHelpers)
 
 set(CONVOY_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/convoy"
     CACHE STRING "Where convoy's CMake package files go, relative to the install prefix")
 
+set(_convoy_headers_left_out "")
+if(NOT TARGET convoy_tensorboard)
+  # These need convoy::tensorboard's generated protobuf code, which this build lacks.
+  set(_convoy_headers_left_out PATTERN "event_writer.hpp" EXCLUDE
+                               REGEX "callbacks/tensorboard\\.hpp$" EXCLUDE)
+endif()
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/convoy"
+        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+        FILES_MATCHING PATTERN "*.hpp" PATTERN "*.cuh" ${_convoy_headers_left_out})
+unset(_convoy_headers_left_out)
 if(TARGET convoy_tensorboard)
-  install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/convoy"
-          DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
-          FILES_MATCHING PATTERN "*.hpp" PATTERN "*.cuh")
   # protoc's headers for the Event and Summary messages, beside the headers that include them.
   get_target_property(_convoy_generated convoy_tensorboard CONVOY_GENERATED_DIR)
   install(DIRECTORY "${_convoy_generated}/convoy"
           DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
           FILES_MATCHING PATTERN "*.pb.h")
   unset(_convoy_generated)
-else()
-  install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/convoy"
-          DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
-          FILES_MATCHING PATTERN "*.hpp" PATTERN "*.cuh"
-          # These need convoy::tensorboard's generated protobuf code, which this build lacks.
-          PATTERN "event_writer.hpp" EXCLUDE REGEX "callbacks/tensorboard\\.hpp$" EXCLUDE)
 endif()
 
 # A Python 3 script (standard library only) that starts a ps/worker cluster of one program;
