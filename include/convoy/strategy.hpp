@@ -275,16 +275,11 @@ class Strategy {
   /// gradients live in other processes (comm::ZmqPs). Under a collective (comm::Nccl) the mean is
   /// over every replica of the run; with BoundedStaleness<S> there, over this process's replicas.
   std::map<std::string, Tensor> get_gradients() const {
-    if constexpr (requires { engine_.state().handle(std::size_t{0})->variables().grads(); }) {
+    if constexpr (requires { engine_.state().scaled_gradient_sum(std::size_t{0}, 1.0f); }) {
       if (!lock_step()) return {};
       auto const& group = engine_.state();
-      std::vector<float> mean(layout().element_count(), 0.0f);
       float const scale = 1.0f / static_cast<float>(group.size());
-      for (std::size_t r = 0; r < group.size(); ++r) {
-        auto const grads = group.handle(r)->variables().grads();
-        for (std::size_t i = 0; i < mean.size(); ++i) mean[i] += grads[i] * scale;
-      }
-      return layout().named(mean);
+      return layout().named(group.scaled_gradient_sum(group.size(), scale));
     } else if constexpr (requires { engine_.mean_gradients(); }) {
       return layout().named(engine_.mean_gradients());  // a collective engine (comm::Nccl)
     } else {

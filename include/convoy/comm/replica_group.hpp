@@ -147,6 +147,17 @@ class ReplicaGroup {
     auto const w = weights();
     std::copy(w.begin(), w.end(), out.begin());
   }
+  /// The gradient arenas of replicas [0, count), each times `scale`, summed: the mean gradient that
+  /// Strategy::get_gradients reports, with the scale each engine knows. Only while those replicas
+  /// are at rest (between runs, or in a lock-step callback).
+  std::vector<float> scaled_gradient_sum(std::size_t count, float scale) const {
+    std::vector<float> sum(layout().element_count(), 0.0f);
+    for (std::size_t r = 0; r < count; ++r) {
+      auto const grads = replicas_[r]->variables().grads();
+      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += grads[i] * scale;
+    }
+    return sum;
+  }
   /// Copies the central weights, when there are any, into every replica that keeps its own.
   void publish_central() {
     if (!has_central() || bound_) return;

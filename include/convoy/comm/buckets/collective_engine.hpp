@@ -156,17 +156,11 @@ class CollectiveEngine {
   /// Between runs or in a callback, where this process's replicas are at rest.
   std::vector<float> mean_gradients() const {
     auto const& group = state_->group();
-    std::vector<float> mean(group.layout().element_count(), 0.0f);
-    auto add = [&](std::size_t r, float scale) {
-      auto const grads = group.handle(r)->variables().grads();
-      for (std::size_t i = 0; i < mean.size(); ++i) mean[i] += grads[i] * scale;
-    };
     if constexpr (collective_schedule<Sync>::averages_weights) {
-      for (std::size_t r = 0; r < group.size(); ++r) add(r, 1.0f / static_cast<float>(group.size()));
+      return group.scaled_gradient_sum(group.size(), 1.0f / static_cast<float>(group.size()));
     } else {
-      add(0, 1.0f / static_cast<float>(fabric_->world_size()));
+      return group.scaled_gradient_sum(1, 1.0f / static_cast<float>(fabric_->world_size()));
     }
-    return mean;
   }
 
   /// Runs the plan; blocks. Every process of the run must run the same plan: the goal is reached
