@@ -97,7 +97,7 @@ class ReplicaGroup {
   /// Replaces the optimizer and zeroes its slots.
   void set_optimizer(optim::Optimizer optimizer) {
     optimizer_ = optimizer;
-    slots_ = optimizer.make_state(layout().element_count(), slot_memory());
+    slots_ = optimizer.make_state(layout(), slot_memory());
   }
   /// Changes the optimizer's step size, keeping its slots. Safe from after_step during a run: the
   /// engines apply the optimizer either with every replica at rest in a barrier (lock step) or

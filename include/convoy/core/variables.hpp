@@ -36,6 +36,15 @@ struct Variable {
   Shape shape;         ///< outermost first
   std::size_t offset;  ///< first element in the arenas
   std::size_t size;    ///< element count
+  /// False for state that no optimizer trains (add_state: BatchNorm's running statistics).
+  bool trainable = true;
+};
+
+/// Elements [begin, end) of an arena.
+struct ArenaRange {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  friend bool operator==(ArenaRange, ArenaRange) = default;
 };
 
 /// The ordered set of a model's variables. Not thread-safe for concurrent add(); concurrent reads
@@ -69,6 +78,34 @@ class Variables {
 
   /// Adds a zero-initialised variable named `scope/name`. Throws NameError when that name exists.
   VariableId add(std::string_view name, Shape shape) {
+    return add_variable(name, std::move(shape), true);
+  }
+
+  /// Adds a zero-initialised state variable: values a model updates itself (BatchNorm's running
+  /// statistics), carried by name like any other variable but never trained. Its "gradient" is the
+  /// change the replica made, old value minus new, and every engine applies `w -= scale * g` to
+  /// it instead of the optimizer: a synchronous step leaves the mean of the replicas' new values
+  /// (TensorFlow's MEAN aggregation), an asynchronous update each replica's change in turn.
+  VariableId add_state(std::string_view name, Shape shape) {
+    return add_variable(name, std::move(shape), false);
+  }
+
+  /// The arena ranges of the state variables (add_state), in order, adjacent ones merged.
+  std::vector<ArenaRange> state_ranges() const {
+    std::vector<ArenaRange> ranges;
+    for (auto const& v : list_) {
+      if (v.trainable || v.size == 0) continue;
+      if (!ranges.empty() && ranges.back().end == v.offset) {
+        ranges.back().end += v.size;
+      } else {
+        ranges.push_back({v.offset, v.offset + v.size});
+      }
+    }
+    return ranges;
+  }
+
+ private:
+  VariableId add_variable(std::string_view name, Shape shape, bool trainable) {
     std::string full = scope_.empty() ? std::string(name) : scope_ + "/" + std::string(name);
     if (name.empty())
       throw NameError("convoy: a variable needs a non-empty name (scope '" + scope_ + "')");
@@ -83,13 +120,14 @@ class Variables {
     }
     std::size_t const size = convoy::element_count(shape);
     std::size_t const offset = own_weights_.size();
-    list_.push_back(Variable{full, std::move(shape), offset, size});
+    list_.push_back(Variable{full, std::move(shape), offset, size, trainable});
     by_name_.emplace(full, list_.size() - 1);
     own_weights_.resize(offset + size, 0.0f);
     own_grads_.resize(offset + size, 0.0f);
     return VariableId{list_.size() - 1};
   }
 
+ public:
   std::span<float> value(VariableId id) {
     return weights().subspan(list_[id.index].offset, list_[id.index].size);
   }

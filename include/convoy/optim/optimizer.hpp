@@ -3,6 +3,7 @@
 // variable name.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -27,6 +28,9 @@ namespace convoy::optim {
 struct OptimizerState {
   std::vector<std::pmr::vector<float>> slots;
   std::int64_t updates = 0;
+  /// Ranges of state variables (Variables::add_state), sorted, in the slots' coordinates: apply()
+  /// updates them as `w -= grad_scale * g`, leaving the optimizer and its slots out.
+  std::vector<ArenaRange> assigned;
 };
 
 /// A value type holding one optimizer. Copyable; apply() is thread-safe for disjoint ranges.
@@ -75,14 +79,20 @@ class Optimizer {
       state.slots.emplace_back(arena_size, 0.0f, memory);
     return state;
   }
+  /// The same for `layout`'s arena, with its state variables' ranges marked (`assigned`).
+  OptimizerState make_state(Variables const& layout, std::pmr::memory_resource* memory =
+                                                         std::pmr::new_delete_resource()) const {
+    OptimizerState state = make_state(layout.element_count(), memory);
+    state.assigned = layout.state_ranges();
+    return state;
+  }
 
   /// One update of weights[begin, begin + grads.size()) with `state`'s matching slot ranges,
   /// computed in `ctx`. Throws Error, changing nothing, when the state does not fit (another
   /// optimizer's, or slots shorter than the range).
   template <class Context>
   void apply(Context const& ctx, std::span<float> weights, std::span<float const> grads,
-             OptimizerState& state, std::size_t begin, float grad_scale,
-             std::int64_t step) const {
+             OptimizerState& state, std::size_t begin, float grad_scale, std::int64_t step) const {
     bool fits = state.slots.size() == slot_names().size() && begin + grads.size() <= weights.size();
     for (auto const& slot : state.slots) fits = fits && begin + grads.size() <= slot.size();
     if (!fits) {
@@ -92,9 +102,29 @@ class Optimizer {
                   std::to_string(state.slots.size()) +
                   "; make the state with this optimizer's make_state()");
     }
-    Update u{weights.subspan(begin, grads.size()), grads, {}, grad_scale, step};
-    for (std::size_t s = 0; s < state.slots.size(); ++s) u.slots[s] = state.slots[s].data() + begin;
-    std::visit([&](auto const& o) { o.apply(ctx, u); }, any_);
+    // [from, to) of the arena, by the optimizer or, for state variables, by their change.
+    auto update = [&](std::size_t from, std::size_t to, bool assigned) {
+      Update u{weights.subspan(from, to - from),
+               grads.subspan(from - begin, to - from),
+               {},
+               grad_scale,
+               step};
+      if (assigned) return Sgd{.learning_rate = 1.0f}.apply(ctx, u);
+      for (std::size_t s = 0; s < state.slots.size(); ++s)
+        u.slots[s] = state.slots[s].data() + from;
+      std::visit([&](auto const& o) { o.apply(ctx, u); }, any_);
+    };
+    std::size_t const end = begin + grads.size();
+    std::size_t at = begin;
+    for (auto const& r : state.assigned) {
+      if (r.end <= at) continue;
+      if (r.begin >= end) break;
+      std::size_t const from = std::max(r.begin, at), to = std::min(r.end, end);
+      if (from > at) update(at, from, false);
+      update(from, to, true);
+      at = to;
+    }
+    if (at < end) update(at, end, false);
     // A device context queues the update; the engines and Trainer read the weights on the host
     // between steps, so it has to be done when apply returns.
     if constexpr (requires { ctx.synchronize(); }) ctx.synchronize();

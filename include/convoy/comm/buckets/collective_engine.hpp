@@ -182,8 +182,8 @@ class CollectiveEngine {
     // 0's at the start of the run.
     std::vector<optim::OptimizerState> own_slots;
     for (std::size_t r = 1; r < local; ++r) {
-      own_slots.push_back(group.optimizer().make_state(group.layout().element_count(),
-                                                       memory_of(group.context(r))));
+      own_slots.push_back(
+          group.optimizer().make_state(group.layout(), memory_of(group.context(r))));
     }
     auto slots_of = [&](std::size_t r) -> optim::OptimizerState& {
       return r == 0 ? group.slots() : own_slots[r - 1];

@@ -170,7 +170,8 @@ class Engine {
                          .endpoint = bind_endpoint_,
                          .log = options_.log,
                          .security = server_security_,
-                         .heartbeat = options_.heartbeat});
+                         .heartbeat = options_.heartbeat,
+                         .state_ranges = layout().state_ranges()});
       shard.serve();
       counters_ = shard.counters();
     }

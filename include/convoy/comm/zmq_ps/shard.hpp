@@ -95,6 +95,9 @@ class Shard {
     ServerSecurity security{};  ///< CURVE keys and authorized workers, or plaintext
     /// ZeroMQ heartbeats: a worker connection silent this long is dropped and logged; 0: off.
     std::chrono::milliseconds heartbeat{0};
+    /// The model's state variables (Variables::state_ranges), in its flat arena: applied as
+    /// `w -= scale * g` instead of by the optimizer.
+    std::vector<ArenaRange> state_ranges{};
   };
 
   Shard(std::vector<place::Piece const*> pieces, optim::Optimizer optimizer, Sync sync,
@@ -110,6 +113,15 @@ class Shard {
     current_ = std::make_shared<LentBuffer>();
     current_->data.assign(elements_, 0.0f);
     slots_ = optimizer_.make_state(elements_);
+    // The state ranges in this shard's own arena: each piece's overlap with them.
+    for (auto const& p : pieces_) {
+      for (auto const& r : options_.state_ranges) {
+        std::size_t const from = std::max(r.begin, p.begin), to = std::min(r.end, p.end);
+        if (from < to)
+          slots_.assigned.push_back({p.offset + from - p.begin, p.offset + to - p.begin});
+      }
+    }
+    std::ranges::sort(slots_.assigned, {}, &ArenaRange::begin);
     if (rules_.accumulates()) sum_.assign(elements_, 0.0f);
   }
 
