@@ -14,6 +14,9 @@ if(NOT TARGET convoy_tensorboard)
   set(_convoy_headers_left_out PATTERN "event_writer.hpp" EXCLUDE
                                REGEX "callbacks/tensorboard\\.hpp$" EXCLUDE)
 endif()
+if(NOT TARGET convoy_torch)
+  list(APPEND _convoy_headers_left_out REGEX "convoy/torch/" EXCLUDE)  # needs LibTorch's headers
+endif()
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/convoy"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
         FILES_MATCHING PATTERN "*.hpp" PATTERN "*.cuh" ${_convoy_headers_left_out})
@@ -46,11 +49,11 @@ install(EXPORT convoy-targets
         NAMESPACE convoy::
         DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
 
-# The components convoy::cuda, convoy::nccl and convoy::tensorboard, where this build has them: each
+# The components convoy::cuda, convoy::nccl, convoy::tensorboard and convoy::torch, where this build has them: each
 # an export of its own and a convoy-<component>.cmake that finds its dependencies
-# (ConvoyCudaDependencies.cmake; protobuf), so a project that asks for none needs neither the CUDA
+# (ConvoyCudaDependencies.cmake; protobuf; LibTorch), so a project that asks for none needs neither the CUDA
 # toolkit nor protobuf.
-foreach(_convoy_component cuda nccl tensorboard)
+foreach(_convoy_component cuda nccl tensorboard torch)
   if(TARGET convoy_${_convoy_component})
     install(TARGETS convoy_${_convoy_component} EXPORT convoy-${_convoy_component}-targets
             ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}")

@@ -1,0 +1,351 @@
+// libtorch::Model<Net>: any LibTorch module as a convoy model. Its parameters and gradients are
+// views of convoy's two arenas, named as named_parameters() names them, so every strategy trains
+// it, every file speaks LibTorch's names, and nothing is copied per step. Part of the optional
+// component convoy::torch; convoy.hpp does not include it.
+#pragma once
+
+#include <omp.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../core/batch.hpp"
+#include "../core/error.hpp"
+#include "../core/gradients_ready.hpp"
+#include "../core/tensor.hpp"
+#include "../core/variables.hpp"
+
+// The namespace is libtorch, not torch: inside namespace convoy, or after `using namespace
+// convoy`, a convoy::torch would hide or clash with LibTorch's own ::torch.
+namespace convoy::libtorch {
+
+/// A batch's loss: a scalar tensor, the mean over the batch's rows, from the module's output and
+/// the batch (labels or targets). Called on the replica's own thread.
+using Loss = std::function<::torch::Tensor(::torch::Tensor const& output, Batch const& batch)>;
+
+/// The batch's labels as a LibTorch int64 tensor (a copy of `rows` integers).
+inline ::torch::Tensor labels_of(Batch const& batch) {
+  auto const rows = static_cast<std::int64_t>(batch.labels.size());
+  return ::torch::from_blob(const_cast<std::int32_t*>(batch.labels.data()), {rows}, ::torch::kInt)
+      .to(::torch::kLong);
+}
+
+/// The default Loss: softmax cross-entropy of the output's logits against the batch's labels.
+inline ::torch::Tensor cross_entropy(::torch::Tensor const& logits, Batch const& batch) {
+  return ::torch::nn::functional::cross_entropy(logits, labels_of(batch));
+}
+
+/// Options of a libtorch::Model beyond its factory.
+struct ModelOptions {
+  /// The shape of one row of a Batch's features, e.g. {1, 28, 28}: a batch becomes a tensor of
+  /// {rows, 1, 28, 28} viewing the features in place. Empty: {columns}.
+  std::vector<std::int64_t> row_shape{};
+  /// The loss; the default is cross_entropy against the batch's labels.
+  Loss loss = cross_entropy;
+  /// LibTorch intra-op threads of each replica's forward and backward passes. A Strategy runs one
+  /// replica per core, so more would oversubscribe the cores (docs/torch.md measures it).
+  int threads = 1;
+};
+
+/// A convoy model made of the LibTorch module `Net` that `factory` builds: a module holder such as
+/// torch::nn::Sequential or one declared with TORCH_MODULE, or a std::shared_ptr to a module.
+///
+/// Its variables are the module's parameters, named as named_parameters() names them
+/// ("layer1.0.conv1.weight"), followed by its buffers as state variables (Variables::add_state:
+/// BatchNorm's running statistics), which a synchronous step sets to the mean of the replicas'
+/// new values. A copy builds a new module with the factory and takes every value by name, so a
+/// module need not be Cloneable. Training runs the module in train() mode, evaluate() in eval()
+/// mode without autograd. Host placements only for now (docs/torch.md). One replica per thread:
+/// not thread-safe.
+template <class Net>
+class Model {
+ public:
+  using Factory = std::function<Net()>;
+
+  /// Builds the module with `factory` and takes its initial values. Throws Error when the module
+  /// has no parameters or a parameter or buffer is not on the CPU.
+  explicit Model(Factory factory, ModelOptions options = {})
+      : factory_(std::make_shared<Factory const>(std::move(factory))),
+        options_(std::make_shared<ModelOptions const>(std::move(options))),
+        net_((*factory_)()) {
+    for (auto const& item : module().named_parameters()) {
+      auto const& t = item.value();
+      check_host(item.key(), t);
+      auto id = vars_.add(item.key(), shape_of(t));
+      copy_into(t, vars_.value(id));
+    }
+    for (auto const& item : module().named_buffers()) {
+      auto const& t = item.value();
+      check_host(item.key(), t);
+      auto id = vars_.add_state(item.key(), shape_of(t));
+      copy_into(t, vars_.value(id));
+    }
+    if (vars_.size() == 0 || vars_.list().front().trainable == false) {
+      throw Error("convoy: the LibTorch module from the factory has no parameters to train");
+    }
+    adopt();
+  }
+
+  /// A new module from the same factory, with `other`'s values (copied by name) in arenas of its
+  /// own. Throws Error naming the difference when the factory now builds another architecture.
+  Model(Model const& other)
+      : factory_(other.factory_),
+        options_(other.options_),
+        net_((*factory_)()),
+        vars_(other.vars_) {
+    adopt();
+  }
+  Model(Model&&) noexcept = default;
+  Model& operator=(Model const&) = delete;
+  Model& operator=(Model&&) noexcept = default;
+  ~Model() = default;
+
+  Variables& variables() { return vars_; }
+  Variables const& variables() const { return vars_; }
+
+  /// The module, whose parameters view this model's weights. Use it to inspect or to run the
+  /// module yourself; changing its parameters' shapes or devices breaks the views.
+  Net const& net() const { return net_; }
+
+  /// The batch's mean loss; overwrites every gradient. `ready` hears of each parameter as autograd
+  /// finishes its gradient, so a collective engine exchanges it while the backward pass goes on.
+  template <class Context>
+  float forward_backward(Batch const& batch, Context const& ctx, GradientsReady ready = {}) {
+    if constexpr (requires { ctx.on_device(); }) {
+      if (ctx.on_device()) {
+        throw PlacementError(
+            "convoy: libtorch::Model computes on the host only for now; use "
+            "place::Host, place::Mirrored or place::CentralStorage");
+      }
+    }
+    use_threads();
+    bind();
+    module().train();
+    std::ranges::fill(vars_.grads(), 0.0f);
+    load_buffers();
+    announcer_->start(ready, vars_.size());
+    auto const output = module_forward(batch);
+    auto const loss = options_->loss(output, batch);
+    // The buffers' change, old minus new (Variables::add_state), is known once the forward pass
+    // ran.
+    for (auto const& [id, buffer] : buffers_) {
+      auto const old = view(vars_.value(id), buffer);
+      view(vars_.grad(id), buffer).copy_(old - buffer.to(::torch::kFloat));
+      announcer_->tell(id.index);
+    }
+    loss.backward();
+    announcer_->finish();
+    return loss.template item<float>();
+  }
+  float forward_backward(Batch const& batch, GradientsReady ready = {}) {
+    return forward_backward(batch, host_context{}, ready);
+  }
+
+  /// Loss sum and correct predictions over the batch, in eval() mode (BatchNorm normalizes with
+  /// its running statistics) and without autograd; touches no gradient.
+  Metrics evaluate(Batch const& batch) {
+    bind();
+    module().eval();
+    ::torch::NoGradGuard no_grad;
+    load_buffers();
+    auto const output = module_forward(batch);
+    Metrics m;
+    m.count = batch.rows;
+    m.loss_sum = static_cast<double>(options_->loss(output, batch).template item<float>()) *
+                 static_cast<double>(batch.rows);
+    if (!batch.labels.empty() && output.dim() == 2) {
+      m.correct = static_cast<std::size_t>(
+          output.argmax(1).eq(labels_of(batch)).sum().template item<std::int64_t>());
+    }
+    return m;
+  }
+
+ private:
+  struct host_context {};
+
+  // Which variables' gradients are final, told to the engine as autograd writes them. A hook on a
+  // parameter runs just before autograd adds its gradient into the arena, so each parameter is
+  // announced when the next one's hook runs, or when the backward pass ends.
+  struct Announcer {
+    GradientsReady ready;
+    std::optional<std::size_t> pending;
+    std::vector<char> told;
+
+    void start(GradientsReady r, std::size_t count) {
+      ready = r;
+      pending.reset();
+      told.assign(count, 0);
+    }
+    void arrived(std::size_t id) {
+      if (told.empty()) return;  // a backward pass the user runs outside forward_backward
+      if (pending) tell(*pending);
+      pending = id;
+    }
+    void tell(std::size_t id) {
+      if (told[id]) return;
+      told[id] = 1;
+      ready(VariableId{id}, VariableId{id});
+    }
+    void finish() {
+      for (std::size_t id = 0; id < told.size(); ++id) tell(id);
+      told.clear();
+      pending.reset();
+    }
+  };
+
+  ::torch::nn::Module& module() { return *net_; }
+
+  static Shape shape_of(::torch::Tensor const& t) {
+    Shape shape;
+    for (auto d : t.sizes()) shape.push_back(static_cast<std::size_t>(d));
+    return shape;
+  }
+  static void check_host(std::string const& name, ::torch::Tensor const& t) {
+    if (!t.device().is_cpu()) {
+      throw Error("convoy: '" + name + "' of the LibTorch module is on " + t.device().str() +
+                  "; build the module on the CPU (libtorch::Model computes on the host for now)");
+    }
+  }
+  static void copy_into(::torch::Tensor const& t, std::span<float> out) {
+    ::torch::NoGradGuard no_grad;
+    ::torch::from_blob(out.data(), t.sizes(), ::torch::kFloat).copy_(t);
+  }
+  // A float tensor of `like`'s shape over `span`'s memory.
+  static ::torch::Tensor view(std::span<float> span, ::torch::Tensor const& like) {
+    return ::torch::from_blob(span.data(), like.sizes(), ::torch::kFloat);
+  }
+
+  // Matches the new module's parameters and buffers to the variables by name and makes the
+  // parameters views of the arenas; hooks report their gradients.
+  void adopt() {
+    std::string unknown, missing, misshaped;
+    auto append = [](std::string& list, std::string const& name) {
+      list += (list.empty() ? "'" : ", '") + name + "'";
+    };
+    std::vector<char> found(vars_.size(), 0);
+    auto match = [&](std::string const& name, ::torch::Tensor const& t, bool trainable) {
+      auto id = vars_.find(name);
+      if (!id || vars_[*id].trainable != trainable)
+        return append(unknown, name), std::optional<VariableId>{};
+      found[id->index] = 1;
+      if (vars_[*id].shape != shape_of(t))
+        return append(misshaped, name), std::optional<VariableId>{};
+      return id;
+    };
+    params_.clear();
+    buffers_.clear();
+    for (auto const& item : module().named_parameters()) {
+      if (auto id = match(item.key(), item.value(), true)) params_.emplace_back(*id, item.value());
+    }
+    for (auto const& item : module().named_buffers()) {
+      if (auto id = match(item.key(), item.value(), false))
+        buffers_.emplace_back(*id, item.value());
+    }
+    for (std::size_t i = 0; i < found.size(); ++i) {
+      if (!found[i]) append(missing, vars_.list()[i].name);
+    }
+    if (!unknown.empty() || !missing.empty() || !misshaped.empty()) {
+      std::string message =
+          "convoy: the LibTorch factory built a module that differs from the "
+          "model it copies";
+      if (!unknown.empty()) message += "; unknown: " + unknown;
+      if (!missing.empty()) message += "; missing: " + missing;
+      if (!misshaped.empty()) message += "; mis-shaped: " + misshaped;
+      throw Error(message);
+    }
+    bound_weights_ = nullptr;
+    bind();
+    for (auto& [id, param] : params_) {
+      param.register_hook([announcer = announcer_, index = id.index](::torch::Tensor const&) {
+        announcer->arrived(index);
+      });
+    }
+  }
+
+  // Points every parameter at its place in the arenas, again whenever a strategy moved them
+  // (CentralStorage binds the weights to its central copy after the replicas are built).
+  void bind() {
+    if (vars_.weights().data() == bound_weights_ && vars_.grads().data() == bound_grads_) return;
+    ::torch::NoGradGuard no_grad;
+    for (auto& [id, param] : params_) {
+      param.set_data(view(vars_.value(id), param));
+      param.mutable_grad() = view(vars_.grad(id), param);
+    }
+    bound_weights_ = vars_.weights().data();
+    bound_grads_ = vars_.grads().data();
+  }
+
+  // The buffers' values from the weights arena: what the engine holds for them (the replicas'
+  // mean after a synchronous step, or what a load or restore wrote).
+  void load_buffers() {
+    ::torch::NoGradGuard no_grad;
+    for (auto& [id, buffer] : buffers_) buffer.copy_(view(vars_.value(id), buffer));
+  }
+
+  ::torch::Tensor module_forward(Batch const& batch) {
+    std::vector<std::int64_t> sizes{static_cast<std::int64_t>(batch.rows)};
+    if (options_->row_shape.empty()) {
+      sizes.push_back(static_cast<std::int64_t>(batch.cols()));
+    } else {
+      sizes.insert(sizes.end(), options_->row_shape.begin(), options_->row_shape.end());
+    }
+    std::size_t per_row = 1;
+    for (std::size_t d = 1; d < sizes.size(); ++d) per_row *= static_cast<std::size_t>(sizes[d]);
+    if (batch.rows == 0 || batch.features.size() != batch.rows * per_row) {
+      throw ShapeError("convoy: libtorch::Model takes rows of " + std::to_string(per_row) +
+                       " features (row shape " + row_shape_text() + "); the batch has " +
+                       std::to_string(batch.features.size()) + " values for " +
+                       std::to_string(batch.rows) + " rows");
+    }
+    if (!batch.labels.empty() && batch.labels.size() != batch.rows) {
+      throw ShapeError("convoy: libtorch::Model needs one label per row; the batch has " +
+                       std::to_string(batch.labels.size()) + " labels for " +
+                       std::to_string(batch.rows) + " rows");
+    }
+    // A view of the caller's features: nothing writes to it, as it needs no gradient.
+    auto const input =
+        ::torch::from_blob(const_cast<float*>(batch.features.data()), sizes, ::torch::kFloat);
+    if constexpr (requires(Net & n) { n->forward(input); }) {
+      return net_->forward(input);
+    } else {
+      static_assert(
+          requires(Net & n) { n->forward(input); },
+          "convoy: libtorch::Model<Net> needs 'torch::Tensor forward(torch::Tensor)' on "
+          "the module");
+    }
+  }
+
+  std::string row_shape_text() const {
+    std::string text = "{";
+    for (std::size_t d = 0; d < options_->row_shape.size(); ++d)
+      text += (d ? ", " : "") + std::to_string(options_->row_shape[d]);
+    return text + "}";
+  }
+
+  // ATen sets a thread's intra-op thread count on its first parallel operation; after that, the
+  // replica's own count holds for every operation of this thread.
+  void use_threads() const {
+    static_cast<void>(at::get_num_threads());
+    if (omp_get_max_threads() != options_->threads) omp_set_num_threads(options_->threads);
+  }
+
+  std::shared_ptr<Factory const> factory_;
+  std::shared_ptr<ModelOptions const> options_;
+  Net net_;
+  Variables vars_;
+  std::vector<std::pair<VariableId, ::torch::Tensor>> params_;
+  std::vector<std::pair<VariableId, ::torch::Tensor>> buffers_;
+  std::shared_ptr<Announcer> announcer_ = std::make_shared<Announcer>();
+  float const* bound_weights_ = nullptr;
+  float const* bound_grads_ = nullptr;
+};
+
+}  // namespace convoy::libtorch
