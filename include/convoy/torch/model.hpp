@@ -126,24 +126,26 @@ class Model {
             "place::Host, place::Mirrored or place::CentralStorage");
       }
     }
-    use_threads();
-    bind();
-    module().train();
-    std::ranges::fill(vars_.grads(), 0.0f);
-    load_buffers();
-    announcer_->start(ready, vars_.size());
-    auto const output = module_forward(batch);
-    auto const loss = options_->loss(output, batch);
-    // The buffers' change, old minus new (Variables::add_state), is known once the forward pass
-    // ran.
-    for (auto const& [id, buffer] : buffers_) {
-      auto const old = view(vars_.value(id), buffer);
-      view(vars_.grad(id), buffer).copy_(old - buffer.to(::torch::kFloat));
-      announcer_->tell(id.index);
-    }
-    loss.backward();
-    announcer_->finish();
-    return loss.template item<float>();
+    return in_torch("forward_backward", [&] {
+      use_threads();
+      bind();
+      module().train();
+      std::ranges::fill(vars_.grads(), 0.0f);
+      load_buffers();
+      announcer_->start(ready, vars_.size());
+      auto const output = module_forward(batch);
+      auto const loss = options_->loss(output, batch);
+      // The buffers' change, old minus new (Variables::add_state), is known once the forward
+      // pass ran.
+      for (auto const& [id, buffer] : buffers_) {
+        auto const old = view(vars_.value(id), buffer);
+        view(vars_.grad(id), buffer).copy_(old - buffer.to(::torch::kFloat));
+        announcer_->tell(id.index);
+      }
+      loss.backward();
+      announcer_->finish();
+      return loss.template item<float>();
+    });
   }
   float forward_backward(Batch const& batch, GradientsReady ready = {}) {
     return forward_backward(batch, host_context{}, ready);
@@ -152,20 +154,22 @@ class Model {
   /// Loss sum and correct predictions over the batch, in eval() mode (BatchNorm normalizes with
   /// its running statistics) and without autograd; touches no gradient.
   Metrics evaluate(Batch const& batch) {
-    bind();
-    module().eval();
-    ::torch::NoGradGuard no_grad;
-    load_buffers();
-    auto const output = module_forward(batch);
-    Metrics m;
-    m.count = batch.rows;
-    m.loss_sum = static_cast<double>(options_->loss(output, batch).template item<float>()) *
-                 static_cast<double>(batch.rows);
-    if (!batch.labels.empty() && output.dim() == 2) {
-      m.correct = static_cast<std::size_t>(
-          output.argmax(1).eq(labels_of(batch)).sum().template item<std::int64_t>());
-    }
-    return m;
+    return in_torch("evaluate", [&] {
+      bind();
+      module().eval();
+      ::torch::NoGradGuard no_grad;
+      load_buffers();
+      auto const output = module_forward(batch);
+      Metrics m;
+      m.count = batch.rows;
+      m.loss_sum = static_cast<double>(options_->loss(output, batch).template item<float>()) *
+                   static_cast<double>(batch.rows);
+      if (!batch.labels.empty() && output.dim() == 2) {
+        m.correct = static_cast<std::size_t>(
+            output.argmax(1).eq(labels_of(batch)).sum().template item<std::int64_t>());
+      }
+      return m;
+    });
   }
 
  private:
@@ -202,6 +206,18 @@ class Model {
   };
 
   ::torch::nn::Module& module() { return *net_; }
+
+  // Runs `f`, turning LibTorch's errors (a shape the module refuses, say) into convoy::Error with
+  // LibTorch's message and without its stack trace.
+  template <class F>
+  static auto in_torch(char const* what, F&& f) {
+    try {
+      return f();
+    } catch (c10::Error const& e) {
+      throw Error(std::string("convoy: the LibTorch module failed in ") + what + ": " +
+                  e.what_without_backtrace());
+    }
+  }
 
   static Shape shape_of(::torch::Tensor const& t) {
     Shape shape;

@@ -1,0 +1,190 @@
+// Training throughput of LibTorch models through convoy::torch: the example's ResNet (64 rows a
+// replica) and a 784-500-10 MLP written in LibTorch (100 rows a replica). For each: a plain
+// LibTorch loop on one thread (forward, cross-entropy, backward, torch::optim::SGD) against the
+// Host strategy on one replica (the adapter's overhead), and two plain loops on two threads at once
+// against Mirrored with 2 replicas at twice the batch (the ceiling of two replicas that exchange
+// nothing). A last row runs Mirrored with 2 replicas of 2 LibTorch threads each: the
+// oversubscription that one thread a replica avoids. Every figure is a ratio to one measured in the
+// same run; each configuration is the best of --repeats runs, interleaved.
+//
+// Run: build/benchmarks/bench_torch [--repeats N] [--steps N] [--quick] [--csv PATH] [--json PATH]
+#include <convoy/torch/model.hpp>
+// (LibTorch first: its logging defines CHECK macros, which no convoy header uses.)
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <convoy/convoy.hpp>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../examples/09_torch_resnet/resnet.hpp"
+#include "options.hpp"
+#include "report.hpp"
+
+using namespace convoy;
+namespace tnn = torch::nn;  // not nn: convoy::nn is in scope
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+tnn::Sequential mlp() {
+  return tnn::Sequential(tnn::Flatten(), tnn::Linear(784, 500), tnn::ReLU(), tnn::Linear(500, 10));
+}
+
+struct Figure {
+  std::string name, key;
+  int replicas;
+  double samples_per_second = 0.0;
+};
+
+constexpr float learning_rate = 0.01f;
+
+// What a user writes without convoy: one module, rows [k * batch, ...) at step k, on one thread
+// (one OpenMP thread for ATen and one OpenBLAS thread, as a convoy replica gets).
+template <class Net>
+double plain_loop(io::Dataset const& data, std::function<Net()> const& make, std::size_t batch,
+                  std::int64_t steps) {
+  static_cast<void>(at::get_num_threads());  // ATen's first use on this thread sets its count
+  exec::Host::ReplicaScope const one_thread;
+  torch::manual_seed(1);
+  auto net = make();
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(learning_rate));
+  auto const start = std::chrono::steady_clock::now();
+  for (std::int64_t k = 0; k < steps; ++k) {
+    auto const b = data.slice((static_cast<std::size_t>(k) * batch) % (data.rows() - batch), batch);
+    auto const x = torch::from_blob(const_cast<float*>(b.features.data()),
+                                    {static_cast<std::int64_t>(batch), 1, 28, 28});
+    sgd.zero_grad();
+    auto const loss = libtorch::cross_entropy(net->forward(x), b);
+    loss.backward();
+    sgd.step();
+  }
+  return static_cast<double>(steps * static_cast<std::int64_t>(batch)) / seconds_since(start);
+}
+
+// Two plain loops at once on two threads, exchanging nothing.
+template <class Net>
+double independent_pair(io::Dataset const& data, std::function<Net()> const& make,
+                        std::size_t batch, std::int64_t steps) {
+  auto const start = std::chrono::steady_clock::now();
+  {
+    std::jthread other([&] { plain_loop(data, make, batch, steps); });
+    plain_loop(data, make, batch, steps);
+  }
+  return static_cast<double>(2 * steps * static_cast<std::int64_t>(batch)) / seconds_since(start);
+}
+
+template <class Net, class Placement>
+double with_strategy(io::Dataset const& data, std::function<Net()> const& make, Placement placement,
+                     std::size_t batch, std::int64_t steps, int threads = 1) {
+  using S = Strategy<libtorch::Model<Net>, Placement, comm::InProcess, sync::Synchronous>;
+  torch::manual_seed(1);
+  libtorch::Model<Net> model(make, {.row_shape = {1, 28, 28}, .threads = threads});
+  S strategy{std::move(model), placement};
+  strategy.set_optimizer(optim::Sgd{.learning_rate = learning_rate});
+  auto const replicas = strategy.replicas();
+  RunPlan plan;
+  plan.until = steps;
+  plan.batch = [&](std::size_t r, std::int64_t k) {
+    auto const begin = (static_cast<std::size_t>(k) * replicas + r) * batch;
+    return data.slice(begin % (data.rows() - batch), batch);
+  };
+  auto const start = std::chrono::steady_clock::now();
+  strategy.run(plan);
+  return static_cast<double>(steps * static_cast<std::int64_t>(batch * replicas)) /
+         seconds_since(start);
+}
+
+template <class Net>
+bench::Record bench_net(io::Dataset const& data, std::string const& name,
+                        std::function<Net()> const& make, std::size_t batch, std::int64_t steps,
+                        int repeats) {
+  std::vector<Figure> figures{{"plain loop", "plain_loop", 1},
+                              {"Host", "host", 1},
+                              {"2 plain loops", "independent_2", 2},
+                              {"Mirrored", "mirrored_2", 2},
+                              {"Mirrored, 2 thr.", "mirrored_2_two_threads", 2}};
+  auto const two = place::Mirrored{.replicas = 2};
+  std::vector<std::function<double()>> const runs{
+      [&] { return plain_loop(data, make, batch, steps); },
+      [&] { return with_strategy(data, make, place::Host{}, batch, steps); },
+      [&] { return independent_pair(data, make, batch, steps); },
+      [&] { return with_strategy(data, make, two, batch, steps); },
+      [&] { return with_strategy(data, make, two, batch, steps, 2); }};
+  for (int r = 0; r < repeats; ++r) {
+    for (std::size_t f = 0; f < figures.size(); ++f) {
+      figures[f].samples_per_second = std::max(figures[f].samples_per_second, runs[f]());
+    }
+  }
+  double const plain = figures[0].samples_per_second, pair = figures[2].samples_per_second;
+  std::printf("%s, %zu rows a replica, %lld steps, best of %d\n", name.c_str(), batch,
+              static_cast<long long>(steps), repeats);
+  std::printf("%-17s %8s %12s %10s %12s\n", "config", "replicas", "samples/sec", "vs plain",
+              "vs 2 plain");
+  for (auto const& f : figures) {
+    std::printf("%-17s %8d %12.0f %10.3f %12.3f\n", f.name.c_str(), f.replicas,
+                f.samples_per_second, f.samples_per_second / plain, f.samples_per_second / pair);
+  }
+  double const overhead = 1.0 - figures[1].samples_per_second / plain;
+  double const mirrored = figures[3].samples_per_second / pair;
+  std::printf(
+      "adapter overhead (Host vs plain loop): %.1f%%   Mirrored 2 vs 2 plain loops: %.3f"
+      "   with 2 threads a replica: %.3f\n",
+      100 * overhead, mirrored, figures[4].samples_per_second / pair);
+  bench::Record record;
+  record.set("benchmark", "torch").set("model", name).set("batch", batch).set("steps", steps);
+  for (auto const& f : figures) record.set(f.key, f.samples_per_second);
+  record.set("overhead", overhead).set("mirrored_2_vs_independent_2", mirrored);
+  for (auto const& f : figures) {
+    record.add("results", bench::Record{}
+                              .set("config", f.name)
+                              .set("key", f.key)
+                              .set("replicas", f.replicas)
+                              .set("samples_per_second", f.samples_per_second)
+                              .set("vs_plain", f.samples_per_second / plain)
+                              .set("vs_independent_2", f.samples_per_second / pair));
+  }
+  return record;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeats = 3;
+  std::int64_t steps = 0;  // 0: each model's own
+  bool quick = false;
+  bench::CommandLine cli("bench_torch",
+                         "Training samples/s of LibTorch models through convoy, against plain "
+                         "LibTorch loops.");
+  cli.integer("--repeats", "N", repeats, 1, "runs of each configuration, best kept (default 3)");
+  cli.integer("--steps", "N", steps, std::int64_t{1},
+              "steps per configuration (default: ResNet 60, MLP 300)");
+  cli.flag("--quick", quick, "a smoke run: 5 steps of each model, 1 repeat");
+  if (auto const status = cli.parse(argc, argv)) return *status;
+  bench::Results results(cli);
+  if (!results.ok()) return 2;
+  if (quick) {
+    steps = 5;
+    repeats = 1;
+  }
+  io::Dataset data;
+  try {
+    data = io::load_fashion_mnist(io::Split::train);
+  } catch (DatasetError const&) {  // same shape: throughput does not depend on the pixels
+    data = io::Dataset{
+        "constant", 784, std::vector<float>(60000 * 784, 0.5f), std::vector<std::int32_t>(60000, 1),
+        0,          {}};
+  }
+  std::function<examples::ResNet()> const resnet = [] { return examples::ResNet(); };
+  std::function<tnn::Sequential()> const dense = mlp;
+  results.add(bench_net(data, "ResNet 16-32-64", resnet, 64, steps ? steps : 60, repeats));
+  results.add(bench_net(data, "MLP 784-500-10", dense, 100, steps ? steps : 300, repeats));
+  return results.write() ? 0 : 1;
+}

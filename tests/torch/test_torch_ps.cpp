@@ -1,0 +1,163 @@
+// A LibTorch model on a parameter-server cluster of real processes on loopback: 2 synchronous
+// workers on 1 and 2 shards match in-process Mirrored with 2 replicas step for step, BatchNorm's
+// running statistics included (the shards apply their change, not the optimizer). The program
+// starts itself once per task ("--task <scenario> <dir>") with its TF_CONFIG.
+#include <convoy/torch/model.hpp>
+#undef CHECK  // Debian's LibTorch logs through glog, whose CHECK macros would replace doctest's
+#undef CHECK_EQ
+#undef CHECK_NE
+#undef CHECK_LT
+#undef CHECK_LE
+#undef CHECK_GT
+#undef CHECK_GE
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <convoy/comm/zmq_ps.hpp>
+#include <convoy/convoy.hpp>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "processes.hpp"
+#include "synthetic.hpp"
+#include "temp_dir.hpp"
+
+namespace {
+
+using namespace convoy;
+namespace tnn = torch::nn;  // not nn: convoy::nn is in scope
+
+constexpr std::int64_t steps = 12;
+constexpr std::size_t batch_size = 32;
+constexpr std::int64_t side = 4;
+
+io::Dataset data() { return testing::synthetic_classes(384, side * side, 3); }
+
+using Model = libtorch::Model<tnn::Sequential>;
+Model make_model() {
+  torch::manual_seed(5);
+  return Model(
+      [] {
+        return tnn::Sequential(tnn::Conv2d(tnn::Conv2dOptions(1, 4, 3).padding(1)),
+                               tnn::BatchNorm2d(4), tnn::ReLU(), tnn::Flatten(),
+                               tnn::Linear(4 * side * side, 3));
+      },
+      {.row_shape = {1, side, side}});
+}
+optim::Optimizer optimizer() { return optim::Adam{.learning_rate = 0.01f}; }
+
+// Losses of every step and the final weights by name, as text.
+void write_result(std::filesystem::path const& file, std::vector<float> const& losses,
+                  std::map<std::string, Tensor> const& weights) {
+  std::ofstream out(file);
+  out.precision(9);
+  out << losses.size();
+  for (float l : losses) out << " " << l;
+  out << "\n" << weights.size() << "\n";
+  for (auto const& [name, t] : weights) {
+    out << name << " " << t.data.size();
+    for (float v : t.data) out << " " << v;
+    out << "\n";
+  }
+}
+
+struct Result {
+  std::vector<float> losses;
+  std::map<std::string, std::vector<float>> weights;
+};
+Result read_result(std::filesystem::path const& file) {
+  Result r;
+  std::ifstream in(file);
+  REQUIRE_MESSAGE(in.good(), "no " << file);
+  std::size_t n = 0;
+  in >> n;
+  r.losses.resize(n);
+  for (auto& l : r.losses) in >> l;
+  in >> n;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string name;
+    std::size_t size = 0;
+    in >> name >> size;
+    auto& values = r.weights[name];
+    values.resize(size);
+    for (auto& v : values) in >> v;
+  }
+  return r;
+}
+
+template <class Trainer>
+std::vector<float> fit(Trainer& trainer) {
+  std::vector<float> losses;
+  trainer.fit(data(), {.steps = steps,
+                       .batch_size = batch_size,
+                       .log = nullptr,
+                       .callbacks = {[&](StepReport const& r) {
+                         losses.push_back(r.loss);
+                         return true;
+                       }}});
+  return losses;
+}
+
+int task(std::string const& scenario, std::filesystem::path const& dir) {
+  if (scenario != "sync") return 2;
+  using S = Strategy<Model, place::Sharded<>, comm::ZmqPs, sync::Synchronous>;
+  auto const cluster = Cluster::from_environment();
+  Trainer<S> trainer{S{make_model(),
+                       {},
+                       comm::ZmqPs{.connect_timeout = std::chrono::seconds(20)},
+                       sync::Synchronous{.timeout = std::chrono::milliseconds(30000)}},
+                     optimizer()};
+  auto const losses = fit(trainer);
+  if (cluster.worker_rank() == 0) write_result(dir / "chief.txt", losses, trainer.get_weights());
+  return 0;
+}
+
+std::string program;
+
+}  // namespace
+
+TEST_CASE("a LibTorch model: synchronous PS with 2 workers matches Mirrored, buffers included") {
+  using Reference = Strategy<Model, place::Mirrored, comm::InProcess, sync::Synchronous>;
+  Trainer<Reference> mirrored{Reference{make_model(), {.replicas = 2}}, optimizer()};
+  auto const expected = fit(mirrored);
+  auto const expected_weights = mirrored.get_weights();
+  REQUIRE(expected_weights.contains("1.running_mean"));
+
+  for (int shards : {1, 2}) {
+    CAPTURE(shards);
+    testing::TempDir dir("torch-ps");
+    auto const tasks = testing::run_cluster(program, "sync", dir.path, shards, 2);
+    for (auto const& t : tasks) {
+      if (t.status != 0) {
+        std::ifstream in(t.log);
+        std::cout << "---- " << t.job << ":" << t.index << " (status " << t.status << ")\n"
+                  << in.rdbuf() << "\n";
+      }
+      CHECK_MESSAGE(t.status == 0, t.job << ":" << t.index << " ended with status " << t.status);
+    }
+    auto const chief = read_result(dir / "chief.txt");
+    REQUIRE(chief.losses.size() == expected.size());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      CHECK(chief.losses[i] == doctest::Approx(expected[i]).epsilon(1e-4));
+    }
+    REQUIRE(chief.weights.size() == expected_weights.size());
+    for (auto const& [name, t] : expected_weights) {
+      CAPTURE(name);
+      auto const& got = chief.weights.at(name);
+      REQUIRE(got.size() == t.data.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        CHECK(got[i] == doctest::Approx(t.data[i]).epsilon(1e-3));
+      }
+    }
+    CHECK(chief.weights.at("1.num_batches_tracked")[0] == static_cast<float>(steps));
+  }
+}
+
+int main(int argc, char** argv) {
+  if (auto const status = convoy::testing::run_task_if_asked(argc, argv, task)) return *status;
+  program = argv[0];
+  doctest::Context context(argc, argv);
+  return context.run();
+}
