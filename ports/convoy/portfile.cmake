@@ -25,6 +25,7 @@ set(VCPKG_BUILD_TYPE release)
 #   tensorboard
 #          CONVOY_ENABLE_TENSORBOARD=ON: convoy::tensorboard, a static library of what vcpkg's
 #          protoc generates, linked to vcpkg's protobuf.
+#   torch  CONVOY_ENABLE_TORCH=ON: convoy::torch, with vcpkg's libtorch (find_package(Torch)).
 # Each option is passed ON or OFF, never left to AUTO, so what is built never depends on what else
 # the machine has.
 vcpkg_check_features(OUT_FEATURE_OPTIONS FEATURE_OPTIONS
@@ -32,7 +33,8 @@ vcpkg_check_features(OUT_FEATURE_OPTIONS FEATURE_OPTIONS
     zmq         CONVOY_ENABLE_ZMQ
     cuda        CONVOY_ENABLE_CUDA
     nccl        CONVOY_ENABLE_NCCL
-    tensorboard CONVOY_ENABLE_TENSORBOARD)
+    tensorboard CONVOY_ENABLE_TENSORBOARD
+    torch       CONVOY_ENABLE_TORCH)
 
 if("cuda" IN_LIST FEATURES)
   include("${CURRENT_INSTALLED_DIR}/share/cuda/vcpkg_find_cuda.cmake")

@@ -4,8 +4,8 @@
 #         [-DCOMPONENTS=cuda,nccl,zmq] -P run_consumer.cmake
 # install:      cmake --install CONVOY_BINARY_DIR into WORK_DIR/prefix, check the components
 #               mechanism against COMPONENTS (those the build has), then find_package(convoy) from
-#               there; the app links a program to each of cuda, nccl and tensorboard in
-#               COMPONENTS, and runs the tensorboard one.
+#               there; the app links a program to each of cuda, nccl, tensorboard and torch
+#               in COMPONENTS, and runs the tensorboard and torch ones.
 # fetchcontent: FetchContent_Declare(convoy SOURCE_DIR CONVOY_SOURCE_DIR).
 # Every step runs with execute_process; the first that fails stops the script with its output.
 cmake_minimum_required(VERSION 3.25)
@@ -38,6 +38,7 @@ endif()
 
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(run_tensorboard FALSE)
+set(run_torch FALSE)
 if(MODE STREQUAL "install")
   run_step("install convoy into ${prefix}"
     COMMAND "${CMAKE_COMMAND}" --install "${CONVOY_BINARY_DIR}" --prefix "${prefix}" ${config_args})
@@ -55,9 +56,12 @@ if(MODE STREQUAL "install")
   # The app also links a program to each of these components the build has: the device ones are
   # built, not run; the tensorboard one writes an event file.
   string(REPLACE "," ";" link_components "${COMPONENTS}")
-  list(FILTER link_components INCLUDE REGEX "^(cuda|nccl|tensorboard)$")
+  list(FILTER link_components INCLUDE REGEX "^(cuda|nccl|tensorboard|torch)$")
   if("tensorboard" IN_LIST link_components)
     set(run_tensorboard TRUE)
+  endif()
+  if("torch" IN_LIST link_components)
+    set(run_torch TRUE)
   endif()
   list(JOIN link_components "," link_components)
   if(run_tensorboard)
@@ -103,6 +107,13 @@ if(run_tensorboard)
   file(GLOB events "${WORK_DIR}/events/events.out.tfevents.*")
   if(NOT step_output MATCHES "convoy consumer: 2 events" OR NOT events)
     message(FATAL_ERROR "[${MODE}] the tensorboard app wrote no event file:\n${step_output}")
+  endif()
+  message(STATUS "[${MODE}] ${step_output}")
+endif()
+if(run_torch)
+  run_step("run the torch app" COMMAND "${build}/bin/convoy_uses_torch")
+  if(NOT step_output MATCHES "convoy consumer: a LibTorch model of 4 variables trained 3 steps")
+    message(FATAL_ERROR "[${MODE}] unexpected output from the torch app:\n${step_output}")
   endif()
   message(STATUS "[${MODE}] ${step_output}")
 endif()
