@@ -101,7 +101,8 @@ struct Task {
   std::filesystem::path log;  ///< its stdout and stderr
 };
 
-/// The TF_CONFIG "cluster" of `ps` ps tasks and `workers` workers on free loopback ports.
+/// The TF_CONFIG "cluster" of `ps` ps tasks and `workers` workers on free loopback ports (no
+/// "ps" job at all without ps tasks: TF_CONFIG refuses an empty one).
 inline std::string cluster_spec(int ps, int workers) {
   auto list = [&](int n) {
     std::string out;
@@ -110,7 +111,8 @@ inline std::string cluster_spec(int ps, int workers) {
     }
     return out;
   };
-  return "{\"ps\": [" + list(ps) + "], \"worker\": [" + list(workers) + "]}";
+  std::string const ps_job = ps > 0 ? "\"ps\": [" + list(ps) + "], " : "";
+  return "{" + ps_job + "\"worker\": [" + list(workers) + "]}";
 }
 
 /// This process's environment without any launcher's variables, plus `more`.

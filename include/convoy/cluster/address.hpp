@@ -2,6 +2,7 @@
 // TF_CONFIG, the flags and a hand-built Cluster reject the same things with the same words.
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -22,8 +23,8 @@ struct Address {
 /// (where the address was read: a flag, a TF_CONFIG entry) otherwise.
 inline Address parse_address(std::string_view text, std::string_view source) {
   auto fail = [&](std::string const& problem) {
-    throw ClusterError("convoy: " + std::string(source) + ": address " + detail::quote(text) +
-                       " " + problem);
+    throw ClusterError("convoy: " + std::string(source) + ": address " + detail::quote(text) + " " +
+                       problem);
   };
   if (text.empty()) fail("is empty; write host:port");
   Address out;
@@ -64,6 +65,19 @@ inline std::string format_address(std::string_view host, int port) {
   out += ':';
   out += std::to_string(port);
   return out;
+}
+
+/// Whether a bind host ("127.0.0.1", "::1", "[::1]", "localhost", "*", ...) is loopback only:
+/// plaintext servers accept no other unless told to.
+inline bool is_loopback(std::string host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost" || host == "::1") return true;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  char rest = 0;
+  return std::sscanf(host.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &rest) == 4 && a == 127 &&
+         b < 256 && c < 256 && d < 256;
 }
 
 }  // namespace convoy

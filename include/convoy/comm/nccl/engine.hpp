@@ -24,10 +24,13 @@
 #include "../nccl.hpp"
 #include "bucket_allreduce.hpp"
 #include "communicator.hpp"
-#include "liveness.hpp"
+#include "../bootstrap/liveness.hpp"
 #include "unique_id_bootstrap.hpp"
 
 namespace convoy::comm::nccl {
+
+using bootstrap::LivenessBoard;
+using bootstrap::LivenessReporter;
 
 /// The collective fabric of one rank per device: this process holds `n` replicas, one per device,
 /// the run's replicas process_rank * n ... process_rank * n + n - 1; every process of the run

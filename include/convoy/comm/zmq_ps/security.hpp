@@ -19,6 +19,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "../../cluster/address.hpp"
 #include "../../core/error.hpp"
 #include "curve_keys.hpp"
 
@@ -63,17 +64,7 @@ struct ClientSecurity {
   CurveKeyPair keys;
 };
 
-/// Whether a bind host ("127.0.0.1", "::1", "[::1]", "localhost", "*", ...) is loopback only.
-inline bool is_loopback(std::string host) {
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (host == "localhost" || host == "::1") return true;
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  char rest = 0;
-  return std::sscanf(host.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &rest) == 4 && a == 127 &&
-         b < 256 && c < 256 && d < 256;
-}
+using convoy::is_loopback;  // cluster/address.hpp
 
 /// The host of a "tcp://host:port" endpoint.
 inline std::string endpoint_host(std::string const& endpoint) {

@@ -6,7 +6,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <convoy/comm/nccl/liveness.hpp>
+#include <convoy/comm/bootstrap/liveness.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,9 +19,9 @@ namespace {
 
 using namespace convoy;
 using namespace std::chrono_literals;
-using comm::nccl::LivenessBoard;
-using comm::nccl::LivenessOptions;
-using comm::nccl::LivenessReporter;
+using comm::bootstrap::LivenessBoard;
+using comm::bootstrap::LivenessOptions;
+using comm::bootstrap::LivenessReporter;
 
 // Beats every 100 ms, silent for a second before a process counts as stopped: wide enough for a
 // loaded machine (sanitizers, parallel tests) to deliver every beat of a live process in time.

@@ -23,13 +23,15 @@
 
 #include "../../core/error.hpp"
 
-namespace convoy::comm::nccl {
+namespace convoy::comm::bootstrap {
 
 struct LivenessOptions {
   std::chrono::milliseconds interval{1000};  ///< between two beats of a process
   std::chrono::milliseconds answer{2000};    ///< how long an ask waits for the board
   /// A process is taken for stopped once its last beat is this many intervals old.
   int missed_beats = 3;
+  /// How explain() names process p, when given: "worker:1 at 10.0.0.2:2223"; else "process p".
+  std::vector<std::string> names{};
 };
 
 namespace detail {
@@ -40,8 +42,9 @@ inline std::string frame(zmq::message_t const& m) { return std::string(m.to_stri
 /// What the board knows of one process when asked.
 struct ProcessLiveness {
   int process = 0;
-  std::int64_t issued = -1;   ///< collectives issued by its last beat; -1: never heard of
+  std::int64_t issued = -1;     ///< collectives issued by its last beat; -1: never heard of
   std::int64_t silent_ms = -1;  ///< since its last beat; -1: never heard of
+  bool left = false;  ///< said goodbye: it ended (well or with an error of its own), not died
 };
 
 /// The first process's side: a thread that keeps every process's latest beat and answers asks
@@ -67,6 +70,7 @@ class LivenessBoard {
     int process = 0;
     std::int64_t issued = -1;
     std::chrono::steady_clock::time_point last{};
+    bool left = false;
   };
 
   void serve(std::stop_token stop) {
@@ -77,7 +81,7 @@ class LivenessBoard {
       std::vector<zmq::message_t> message;
       if (!zmq::recv_multipart(socket_, std::back_inserter(message), zmq::recv_flags::dontwait))
         continue;
-      // [identity] [tag] [beat|ask] [process] [issued]; anything else is dropped.
+      // [identity] [tag] [beat|ask|bye] [process] [issued]; anything else is dropped.
       if (message.size() != 5 || detail::frame(message[1]) != detail::liveness_tag) continue;
       auto const kind = detail::frame(message[2]);
       int process = -1;
@@ -92,6 +96,7 @@ class LivenessBoard {
       auto& entry = board_[static_cast<std::size_t>(process)];
       entry.issued = std::max(entry.issued, issued);
       entry.last = std::chrono::steady_clock::now();
+      if (kind == "bye") entry.left = true;
       if (kind != "ask") continue;
       std::ostringstream text;
       auto const now = std::chrono::steady_clock::now();
@@ -100,7 +105,7 @@ class LivenessBoard {
             e.issued < 0
                 ? -1
                 : std::chrono::duration_cast<std::chrono::milliseconds>(now - e.last).count();
-        text << e.process << ' ' << e.issued << ' ' << silent << '\n';
+        text << e.process << ' ' << e.issued << ' ' << silent << ' ' << (e.left ? 1 : 0) << '\n';
       }
       socket_.send(std::move(message[0]), zmq::send_flags::sndmore);
       socket_.send(zmq::buffer(detail::liveness_tag), zmq::send_flags::sndmore);
@@ -119,16 +124,27 @@ class LivenessBoard {
 /// board who is missing.
 class LivenessReporter {
  public:
-  LivenessReporter(std::string const& address, int process,
-                   std::function<std::int64_t()> issued, LivenessOptions options = {})
-      : address_(address),
-        process_(process),
-        issued_(std::move(issued)),
-        options_(options) {
+  LivenessReporter(std::string const& address, int process, std::function<std::int64_t()> issued,
+                   LivenessOptions options = {})
+      : address_(address), process_(process), issued_(std::move(issued)), options_(options) {
     thread_ = std::jthread([this](std::stop_token stop) { beat(stop); });
   }
   LivenessReporter(LivenessReporter const&) = delete;
   LivenessReporter& operator=(LivenessReporter const&) = delete;
+  /// Stops beating and tells the board this process ended on its own (well, or with an error it
+  /// reports itself), so that explain() tells that end from a death. Blocks for at most 200 ms.
+  void say_goodbye() {
+    thread_.request_stop();
+    if (thread_.joinable()) thread_.join();
+    try {
+      zmq::context_t context;
+      zmq::socket_t socket(context, zmq::socket_type::dealer);
+      socket.set(zmq::sockopt::linger, 200);
+      socket.connect("tcp://" + address_);
+      (void)send(socket, "bye");
+    } catch (zmq::error_t const&) {  // no board to tell: nothing to do
+    }
+  }
 
   /// The board as the first process sees it now. Throws TimeoutError when it does not answer
   /// within options.answer.
@@ -151,8 +167,34 @@ class LivenessReporter {
     std::vector<ProcessLiveness> board;
     std::istringstream text(detail::frame(answer[1]));
     ProcessLiveness p;
-    while (text >> p.process >> p.issued >> p.silent_ms) board.push_back(p);
+    int left = 0;
+    while (text >> p.process >> p.issued >> p.silent_ms >> left) {
+      p.left = left != 0;
+      board.push_back(p);
+    }
     return board;
+  }
+
+  /// explain(), after a collective failed at once (a peer's connection closed) rather than timed
+  /// out: waits up to `patience` for a process that has not said goodbye to miss its beats, since
+  /// one killed a moment ago still looks alive, then explains.
+  std::string explain_after_failure(std::chrono::milliseconds patience) const {
+    auto const stale = options_.interval * options_.missed_beats;
+    auto const until = std::chrono::steady_clock::now() + patience;
+    while (std::chrono::steady_clock::now() < until) {
+      std::vector<ProcessLiveness> board;
+      try {
+        board = ask();
+      } catch (TimeoutError const&) {
+        break;  // explain() says what that means
+      }
+      bool const someone = std::ranges::any_of(board, [&](ProcessLiveness const& p) {
+        return !p.left && p.process != process_ && p.silent_ms > stale.count();
+      });
+      if (someone) break;
+      std::this_thread::sleep_for(options_.interval);
+    }
+    return explain();
   }
 
   /// One sentence naming the processes that stopped beating, and those behind the others; what
@@ -162,31 +204,32 @@ class LivenessReporter {
     try {
       board = ask();
     } catch (TimeoutError const&) {
-      return "the liveness board kept by process 0 at " + address_ + " does not answer either, " +
-             "so process 0 has most likely stopped";
+      return "the liveness board kept by " + name(0) + " at " + address_ +
+             " does not answer either, so process 0 has most likely stopped";
     }
     auto const stale = options_.interval.count() * options_.missed_beats;
     std::int64_t most = -1;
     for (auto const& p : board) most = std::max(most, p.issued);
-    std::string stopped, behind;
+    std::string stopped, behind, left;
     for (auto const& p : board) {
-      if (p.silent_ms < 0) {
-        stopped += (stopped.empty() ? "" : "; ") + std::string("process ") +
-                   std::to_string(p.process) + " never beat";
+      if (p.left) {
+        left += (left.empty() ? "" : "; ") + name(p.process);
+      } else if (p.silent_ms < 0) {
+        stopped += (stopped.empty() ? "" : "; ") + name(p.process) + " never beat";
       } else if (p.silent_ms > stale) {
-        stopped += (stopped.empty() ? "" : "; ") + std::string("process ") +
-                   std::to_string(p.process) + " has not beaten for " +
+        stopped += (stopped.empty() ? "" : "; ") + name(p.process) + " has not beaten for " +
                    std::to_string(p.silent_ms) + " ms (last at " + std::to_string(p.issued) +
                    " collectives)";
       } else if (p.issued < most) {
-        behind += (behind.empty() ? "" : "; ") + std::string("process ") +
-                  std::to_string(p.process) + " has issued " + std::to_string(p.issued) +
-                  " collectives, the others up to " + std::to_string(most);
+        behind += (behind.empty() ? "" : "; ") + name(p.process) + " has issued " +
+                  std::to_string(p.issued) + " collectives, the others up to " +
+                  std::to_string(most);
       }
     }
     if (stopped.empty() && behind.empty()) {
       return "every process beats and has issued " + std::to_string(most) +
-             " collectives: none is missing from the board's view";
+             " collectives: none is missing from the board's view" +
+             (left.empty() ? std::string() : " (ended on their own: " + left + ")");
     }
     std::string out;
     if (!stopped.empty()) out = "stopped answering: " + stopped;
@@ -194,10 +237,17 @@ class LivenessReporter {
       out += (out.empty() ? "" : "; ") + std::string("behind the others (stuck before the ") +
              "exchange they wait in): " + behind;
     }
+    if (!left.empty()) out += "; ended on their own: " + left;
     return out;
   }
 
  private:
+  std::string name(int p) const {
+    auto const i = static_cast<std::size_t>(p);
+    std::string const process = "process " + std::to_string(p);
+    return i < options_.names.size() ? process + " (" + options_.names[i] + ")" : process;
+  }
+
   // Never blocks: a DEALER whose board is not there queues up to its high-water mark and would
   // then block; a message whose first frame is taken is taken whole.
   bool send(zmq::socket_t& socket, std::string_view kind) const {
@@ -232,4 +282,4 @@ class LivenessReporter {
   std::jthread thread_;  // last: stopped first
 };
 
-}  // namespace convoy::comm::nccl
+}  // namespace convoy::comm::bootstrap

@@ -1,0 +1,247 @@
+// How the processes of a collective run find each other before any collective library can talk:
+// rank 0 serves a rendezvous over ZeroMQ at its own address in the cluster (the coordinator, for
+// every launcher the cluster resolver knows) and the others ask it, retrying on fresh connections
+// while rank 0 starts, within a timeout. NCCL's unique id is served this way
+// (comm/nccl/unique_id_bootstrap.hpp), and so are the Gloo transport's addresses, gathered from
+// every rank (gather()). Plain C++ over ZeroMQ.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <iterator>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "../../cluster/cluster.hpp"
+#include "../../core/error.hpp"
+
+namespace convoy::comm::bootstrap {
+
+struct Options {
+  /// How long rank 0 serves (until every other rank has its answer) and the others ask.
+  std::chrono::milliseconds timeout{std::chrono::minutes(2)};
+  /// A rank without an answer after this long asks again, on a fresh connection.
+  std::chrono::milliseconds retry{std::chrono::milliseconds(500)};
+};
+
+namespace detail {
+inline std::string endpoint(std::string const& address) { return "tcp://" + address; }
+inline std::string frame_text(zmq::message_t const& m) { return std::string(m.to_string_view()); }
+inline std::string rank_list(std::set<int> const& ranks) {
+  std::string list;
+  for (int r : ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  return list;
+}
+}  // namespace detail
+
+/// What rank 0 answers rank `rank`, which sent `payload`: the frames of its final answer, or
+/// nothing while that rank must ask again later (it is told which ranks rank 0 still waits for).
+using Answer = std::function<std::optional<std::vector<std::vector<std::byte>>>(
+    int rank, std::span<std::byte const> payload)>;
+
+/// Rank 0's side: serves `protocol` at `address` ("host:port") until each of ranks
+/// 1..world_size-1 has had its final answer. Blocks. Throws TimeoutError naming the ranks that
+/// never asked within options.timeout, and Error when `address` cannot be bound. A request that
+/// does not speak `protocol` gets an error answer and serving goes on. `what` names what is served,
+/// for messages ("the NCCL unique id").
+inline void serve(std::string const& address, int world_size, Options const& options,
+                  std::string_view protocol, std::string_view what, Answer const& answer) {
+  if (world_size <= 1) return;
+  zmq::context_t context;
+  zmq::socket_t socket(context, zmq::socket_type::rep);
+  socket.set(zmq::sockopt::linger, 2000);  // the last answers leave before the socket closes
+  try {
+    socket.bind(detail::endpoint(address));
+  } catch (zmq::error_t const& e) {
+    throw Error("convoy: rank 0 cannot serve " + std::string(what) + " at " + address + ": " +
+                e.what());
+  }
+  std::set<int> asked;    // ranks heard from
+  std::set<int> waiting;  // ranks without their final answer
+  for (int r = 1; r < world_size; ++r) waiting.insert(r);
+  auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  bool lingering = false;
+  for (;;) {
+    auto const now = std::chrono::steady_clock::now();
+    if (waiting.empty() && !lingering) {
+      // A rank may have given up on the connection this answer went to and be asking again on a
+      // fresh one: answer for two more retry intervals.
+      lingering = true;
+      deadline = now + 2 * options.retry;
+    }
+    if (lingering && now >= deadline) return;
+    if (now >= deadline) {
+      std::set<int> never;
+      for (int r = 1; r < world_size; ++r)
+        if (!asked.contains(r)) never.insert(r);
+      throw TimeoutError("convoy: rank 0 served " + std::string(what) + " at " + address + " for " +
+                         std::to_string(options.timeout.count()) + " ms, but rank(s) " +
+                         detail::rank_list(never.empty() ? waiting : never) + " of " +
+                         std::to_string(world_size) +
+                         " never asked for it; are they started, and can they reach that address?");
+    }
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    auto const left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
+    if ((item.revents & ZMQ_POLLIN) == 0) continue;
+    // Never blocks: a peer of another socket type (the liveness reporters, which connect to
+    // this address once the rendezvous is over) makes the socket readable with nothing it takes.
+    std::vector<zmq::message_t> request;
+    if (!zmq::recv_multipart(socket, std::back_inserter(request), zmq::recv_flags::dontwait))
+      continue;
+    int rank = -1;
+    if (request.size() == 3 && detail::frame_text(request[0]) == protocol) {
+      auto const text = detail::frame_text(request[1]);
+      if (!text.empty() && text.size() < 8 && text.find_first_not_of("0123456789") == text.npos)
+        rank = std::stoi(text);
+    }
+    if (rank < 1 || rank >= world_size) {
+      socket.send(zmq::str_buffer("error"), zmq::send_flags::sndmore);
+      std::string const why = "rank 0 at " + address + " serves ranks 1.." +
+                              std::to_string(world_size - 1) + " speaking " +
+                              std::string(protocol) + "; the request was not that";
+      socket.send(zmq::buffer(why), zmq::send_flags::none);
+      continue;
+    }
+    asked.insert(rank);
+    auto const* bytes = request[2].data<std::byte>();
+    auto const reply = answer(rank, std::span<std::byte const>(bytes, request[2].size()));
+    if (!reply) {
+      std::set<int> missing;
+      for (int r = 1; r < world_size; ++r)
+        if (!asked.contains(r)) missing.insert(r);
+      socket.send(zmq::str_buffer("wait"), zmq::send_flags::sndmore);
+      socket.send(zmq::buffer(detail::rank_list(missing)), zmq::send_flags::none);
+      continue;
+    }
+    socket.send(zmq::buffer(protocol), zmq::send_flags::sndmore);
+    for (std::size_t f = 0; f < reply->size(); ++f) {
+      auto const& frame = (*reply)[f];
+      socket.send(zmq::const_buffer(frame.data(), frame.size()),
+                  f + 1 < reply->size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+    waiting.erase(rank);
+  }
+}
+
+/// Rank `rank`'s side: sends `payload` to rank 0 at `address` until it gives its final answer,
+/// whose frames it returns. Blocks; asks again on a fresh connection every options.retry while
+/// rank 0 is not there yet or waits for other ranks. Throws TimeoutError naming this rank, the
+/// address and the ranks rank 0 still waited for after options.timeout, ProtocolError when rank 0
+/// answers with an error or in another protocol.
+inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
+                                       std::span<std::byte const> payload, Options const& options,
+                                       std::string_view protocol, std::string_view what) {
+  zmq::context_t context;
+  auto const deadline = std::chrono::steady_clock::now() + options.timeout;
+  std::string const rank_text = std::to_string(rank);
+  std::string const from =
+      "convoy: rank " + rank_text + " asked rank 0 at " + address + " for " + std::string(what);
+  int attempts = 0;
+  std::string missing;  // what rank 0 last said it waits for
+  std::optional<zmq::socket_t> socket;
+  while (std::chrono::steady_clock::now() < deadline) {
+    ++attempts;
+    if (!socket) {
+      socket.emplace(context, zmq::socket_type::req);
+      socket->set(zmq::sockopt::linger, 0);
+      socket->connect(detail::endpoint(address));
+    }
+    socket->send(zmq::buffer(protocol), zmq::send_flags::sndmore);
+    socket->send(zmq::buffer(rank_text), zmq::send_flags::sndmore);
+    socket->send(zmq::const_buffer(payload.data(), payload.size()), zmq::send_flags::none);
+    auto const now = std::chrono::steady_clock::now();
+    auto const wait = std::min(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now), options.retry);
+    zmq::pollitem_t item{socket->handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::max(wait, std::chrono::milliseconds(1)));
+    if ((item.revents & ZMQ_POLLIN) == 0) {  // not there yet: a fresh socket asks again
+      socket.reset();
+      continue;
+    }
+    std::vector<zmq::message_t> answer;
+    (void)zmq::recv_multipart(*socket, std::back_inserter(answer));
+    if (answer.size() == 2 && detail::frame_text(answer[0]) == "wait") {
+      missing = detail::frame_text(answer[1]);
+      auto const pause = std::min(options.retry, std::chrono::milliseconds(100));
+      std::this_thread::sleep_for(std::min(
+          pause, std::chrono::duration_cast<std::chrono::milliseconds>(
+                     deadline - std::chrono::steady_clock::now() + std::chrono::milliseconds(1))));
+      continue;
+    }
+    if (answer.size() == 2 && detail::frame_text(answer[0]) == "error")
+      throw ProtocolError(from + " and was refused: " + detail::frame_text(answer[1]));
+    if (answer.empty() || detail::frame_text(answer[0]) != protocol)
+      throw ProtocolError(from + "; the answer does not speak " + std::string(protocol));
+    answer.erase(answer.begin());
+    return answer;
+  }
+  if (!missing.empty()) {
+    throw TimeoutError("convoy: rank " + rank_text + " could not fetch " + std::string(what) +
+                       " from rank 0 at " + address + ": after " +
+                       std::to_string(options.timeout.count()) +
+                       " ms rank 0 was still waiting for rank(s) " + missing +
+                       "; are they started, and can they reach that address?");
+  }
+  throw TimeoutError("convoy: rank " + rank_text + " could not fetch " + std::string(what) +
+                     " from rank 0 at " + address + ": no answer within " +
+                     std::to_string(options.timeout.count()) + " ms (" + std::to_string(attempts) +
+                     " attempts); is rank 0 running, and is its address reachable from here?");
+}
+
+/// The training ranks of `cluster` (worker_rank() 0..worker_count()-1) exchange one blob each:
+/// every rank gets every rank's blob, in rank order. Rank 0 serves at its own address until every
+/// other rank has them all. A single process gets its own. Blocks; throws as serve() and ask(), and
+/// ClusterError for a ps or evaluator task, which takes no part in a collective.
+inline std::vector<std::vector<std::byte>> gather(Cluster const& cluster,
+                                                  std::span<std::byte const> mine,
+                                                  Options const& options, std::string_view protocol,
+                                                  std::string_view what) {
+  if (cluster.single_process()) return {std::vector<std::byte>(mine.begin(), mine.end())};
+  int const rank = cluster.worker_rank();
+  if (rank < 0) {
+    throw ClusterError("convoy: task " + cluster.job + "[" + std::to_string(cluster.index) +
+                       "] takes no part in a collective; only the chief and the workers do");
+  }
+  auto const world = static_cast<int>(cluster.worker_count());
+  std::string const& coordinator = cluster.worker_address(0);
+  if (rank > 0) {
+    auto frames = ask(coordinator, rank, mine, options, protocol, what);
+    if (frames.size() != static_cast<std::size_t>(world)) {
+      throw ProtocolError("convoy: rank " + std::to_string(rank) + " got " +
+                          std::to_string(frames.size()) + " blobs of " + std::string(what) +
+                          " from rank 0 at " + coordinator + ", not " + std::to_string(world));
+    }
+    std::vector<std::vector<std::byte>> blobs;
+    for (auto const& f : frames) {
+      auto const* bytes = f.data<std::byte>();
+      blobs.emplace_back(bytes, bytes + f.size());
+    }
+    return blobs;
+  }
+  std::vector<std::optional<std::vector<std::byte>>> held(static_cast<std::size_t>(world));
+  held[0].emplace(mine.begin(), mine.end());
+  std::vector<std::vector<std::byte>> all;
+  serve(coordinator, world, options, protocol, what,
+        [&](int r, std::span<std::byte const> payload)
+            -> std::optional<std::vector<std::vector<std::byte>>> {
+          held[static_cast<std::size_t>(r)].emplace(payload.begin(), payload.end());
+          if (std::ranges::any_of(held, [](auto const& h) { return !h.has_value(); }))
+            return std::nullopt;
+          if (all.empty())
+            for (auto const& h : held) all.push_back(*h);
+          return all;
+        });
+  return all;
+}
+
+}  // namespace convoy::comm::bootstrap
