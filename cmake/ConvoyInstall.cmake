@@ -17,6 +17,9 @@ endif()
 if(NOT TARGET convoy_torch)
   list(APPEND _convoy_headers_left_out REGEX "convoy/torch/" EXCLUDE)  # needs LibTorch's headers
 endif()
+if(NOT TARGET convoy_gloo)
+  list(APPEND _convoy_headers_left_out REGEX "convoy/comm/gloo/" EXCLUDE)  # needs Gloo's headers
+endif()
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/convoy"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
         FILES_MATCHING PATTERN "*.hpp" PATTERN "*.cuh" ${_convoy_headers_left_out})
@@ -49,11 +52,11 @@ install(EXPORT convoy-targets
         NAMESPACE convoy::
         DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
 
-# The components convoy::cuda, convoy::nccl, convoy::tensorboard and convoy::torch, where this build has them: each
-# an export of its own and a convoy-<component>.cmake that finds its dependencies
-# (ConvoyCudaDependencies.cmake; protobuf; LibTorch), so a project that asks for none needs neither the CUDA
-# toolkit nor protobuf.
-foreach(_convoy_component cuda nccl tensorboard torch)
+# The components convoy::cuda, convoy::nccl, convoy::gloo, convoy::tensorboard and convoy::torch,
+# where this build has them: each an export of its own and a convoy-<component>.cmake that finds
+# its dependencies (ConvoyCudaDependencies.cmake; Gloo; protobuf; LibTorch), so a project that asks
+# for none needs none of them.
+foreach(_convoy_component cuda nccl gloo tensorboard torch)
   if(TARGET convoy_${_convoy_component})
     install(TARGETS convoy_${_convoy_component} EXPORT convoy-${_convoy_component}-targets
             ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}")

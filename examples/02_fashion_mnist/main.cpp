@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <convoy/comm/gloo.hpp>
 #include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
 #include <cstdint>
@@ -45,7 +46,18 @@ using examples::UsageError;
 using Stalenesses = std::integer_sequence<int, 0, 1, 2, 3, 4, 8>;
 
 struct StrategyChoice {
-  enum class Kind { mirrored, central, async, ssp, sync, ps_sync, ps_async, ps_ssp };
+  enum class Kind {
+    mirrored,
+    central,
+    async,
+    ssp,
+    sync,
+    ps_sync,
+    ps_async,
+    ps_ssp,
+    multiworker,
+    multiworker_ssp
+  };
   Kind kind = Kind::mirrored;
   int n = 0;  // S for ssp:S and ps-ssp:S, M for sync:M and ps-sync:M (0: every worker)
   std::string text = "mirrored";
@@ -69,8 +81,8 @@ struct Options {
   std::string metrics;  // a metrics log for tools/plot; validation on the test set then
   std::string data_dir;
   bool log_placement = false;
-  std::string ps_keys;           // ps-*: CURVE keys made by convoy-keygen (see --help)
-  bool allow_plaintext = false;  // ps-*: serve plaintext on a non-loopback address
+  std::string ps_keys;            // ps-*: CURVE keys made by convoy-keygen (see --help)
+  bool allow_plaintext = false;   // ps-*: serve plaintext on a non-loopback address
   std::int64_t heartbeat_ms = 0;  // ps-*: ZmqPs::heartbeat; 0: off
 };
 
@@ -103,6 +115,11 @@ constexpr std::string_view usage = R"(usage: fashion_mnist [options]
                           ps-sync   sync::Synchronous; ps-sync:M aggregates the first M workers'
                           ps-async  sync::Asynchronous
                           ps-ssp:S  sync::BoundedStaleness<S>, S in 0,1,2,3,4,8
+                        a multi-worker collective on CPUs (place::Mirrored, comm::Gloo; every
+                        task a worker, no ps; one replica a process unless --replicas):
+                          multiworker        sync::Synchronous: gradients all-reduced in buckets
+                          multiworker-ssp:S  sync::BoundedStaleness<S>: weights averaged every
+                                             S+1 steps
   --hidden N[,N...]     hidden layer widths, each 1..65536          (default 500)
   --batch N             global batch, split evenly over the replicas (default 200)
   --replicas N          replicas, one thread each, 0..256; 0: one per core, lowered to the
@@ -157,8 +174,13 @@ StrategyChoice parse_strategy(std::string_view text) {
     choice.kind = Kind::ps_sync;
   } else if (text == "ps-async") {
     choice.kind = Kind::ps_async;
-  } else if (text.starts_with("ssp:") || text.starts_with("ps-ssp:")) {
-    choice.kind = text.starts_with("ssp:") ? Kind::ssp : Kind::ps_ssp;
+  } else if (text == "multiworker") {
+    choice.kind = Kind::multiworker;
+  } else if (text.starts_with("ssp:") || text.starts_with("ps-ssp:") ||
+             text.starts_with("multiworker-ssp:")) {
+    choice.kind = text.starts_with("ssp:")      ? Kind::ssp
+                  : text.starts_with("ps-ssp:") ? Kind::ps_ssp
+                                                : Kind::multiworker_ssp;
     std::string const allowed = "S must be one of " + listed(Stalenesses{});
     auto const digits = text.substr(text.find(':') + 1);
     std::from_chars(digits.data(), digits.data() + digits.size(), choice.n);
@@ -176,8 +198,8 @@ StrategyChoice parse_strategy(std::string_view text) {
     }
   } else {
     bad_value("--strategy", text,
-              "expected mirrored, central, async, ssp:S, sync:M, ps-sync, ps-sync:M, ps-async or "
-              "ps-ssp:S");
+              "expected mirrored, central, async, ssp:S, sync:M, ps-sync, ps-sync:M, ps-async, "
+              "ps-ssp:S, multiworker or multiworker-ssp:S");
   }
   return choice;
 }
@@ -321,6 +343,10 @@ void check_paths(Options const& o) {
 // --replicas 0 means one per core; where the cores do not divide the batch, the largest count
 // below that does, so the default batch runs on any machine.
 int resolve_replicas(Options const& o) {
+  using Kind = StrategyChoice::Kind;
+  bool const multiworker =
+      o.strategy.kind == Kind::multiworker || o.strategy.kind == Kind::multiworker_ssp;
+  if (multiworker && o.replicas == 0) return 1;  // the processes share the cores
   if (o.replicas > 0) {
     if (o.batch % static_cast<std::size_t>(o.replicas) != 0) {
       bad_value("--batch", std::to_string(o.batch),
@@ -484,13 +510,12 @@ convoy::comm::ZmqPs ps_comm(Options const& o) {
 template <class Sync>
 int train_ps(Options const& o, std::vector<std::size_t> const& sizes, Sync sync = {}) {
   // example-begin ps-strategy
-  using Strategy = convoy::Strategy<convoy::nn::Mlp, convoy::place::Sharded<>,
-                                    convoy::comm::ZmqPs, Sync>;
+  using Strategy =
+      convoy::Strategy<convoy::nn::Mlp, convoy::place::Sharded<>, convoy::comm::ZmqPs, Sync>;
   // example-end ps-strategy
   auto build = [&] {
     try {
-      return Strategy{convoy::nn::Mlp{sizes}, {.log_placement = o.log_placement},
-                      ps_comm(o), sync};
+      return Strategy{convoy::nn::Mlp{sizes}, {.log_placement = o.log_placement}, ps_comm(o), sync};
     } catch (convoy::ClusterError const&) {
       throw;
     } catch (convoy::Error const& e) {
@@ -499,6 +524,36 @@ int train_ps(Options const& o, std::vector<std::size_t> const& sizes, Sync sync 
   };
   convoy::Trainer<Strategy> trainer{build(), make_optimizer(o)};
   return train(o, trainer, load(o));
+}
+
+// --strategy multiworker and multiworker-ssp:S: the same model as a collective of worker
+// processes on CPUs; only the type line differs.
+template <class Sync>
+int train_multiworker([[maybe_unused]] Options const& o,
+                      [[maybe_unused]] std::vector<std::size_t> const& sizes) {
+#if defined(CONVOY_WITH_GLOO)
+  // example-begin multiworker-strategy
+  using Strategy =
+      convoy::Strategy<convoy::nn::Mlp, convoy::place::Mirrored, convoy::comm::Gloo, Sync>;
+  // example-end multiworker-strategy
+  auto build = [&] {
+    try {
+      return Strategy{convoy::nn::Mlp{sizes},
+                      {.replicas = o.replicas, .log_placement = o.log_placement}};
+    } catch (convoy::ClusterError const&) {
+      throw;
+    } catch (convoy::TimeoutError const&) {
+      throw;
+    } catch (convoy::Error const& e) {
+      bad_value("--strategy", o.strategy.text, e.what());
+    }
+  };
+  convoy::Trainer<Strategy> trainer{build(), make_optimizer(o)};
+  return train(o, trainer, load(o));
+#else
+  bad_value("--strategy", o.strategy.text,
+            "this build has no convoy::gloo (install libgloo-dev and reconfigure)");
+#endif
 }
 
 // --strategy NAME to its type.
@@ -527,6 +582,12 @@ int dispatch(Options const& o, std::vector<std::size_t> const& sizes) {
     case Kind::ps_ssp:
       return for_staleness(o, Stalenesses{},
                            [&]<int S>() { return train_ps<sync::BoundedStaleness<S>>(o, sizes); });
+    case Kind::multiworker:
+      return train_multiworker<sync::Synchronous>(o, sizes);
+    case Kind::multiworker_ssp:
+      return for_staleness(o, Stalenesses{}, [&]<int S>() {
+        return train_multiworker<sync::BoundedStaleness<S>>(o, sizes);
+      });
   }
   return 2;
 }

@@ -49,6 +49,9 @@ concept serves_shards = requires { requires C::serves_shards; };
 /// (comm::Nccl).
 template <class C>
 concept collective = requires { requires C::collective; };
+/// A collective whose replicas compute on the host, across processes (comm::Gloo).
+template <class C>
+concept host_collective = collective<C> && requires { requires C::host_collective; };
 
 // The engine Comm brings, or an empty stand-in while a static_assert below reports a policy in the
 // wrong slot or an engine not defined in this build (so that the message is the only error).
@@ -111,7 +114,8 @@ class Strategy {
   static_assert(
       communication_policy<Comm>,
       "convoy: Strategy's third argument must be a communication policy: comm::InProcess, "
-      "comm::ZmqPs (convoy/comm/zmq_ps.hpp) or comm::Nccl (convoy/comm/nccl.hpp).");
+      "comm::ZmqPs (convoy/comm/zmq_ps.hpp), comm::Gloo (convoy/comm/gloo.hpp) or comm::Nccl "
+      "(convoy/comm/nccl.hpp).");
   static_assert(
       synchronization_policy<Sync>,
       "convoy: Strategy's fourth argument must be a synchronization policy: sync::Synchronous, "
@@ -121,26 +125,43 @@ class Strategy {
                 "const&) const', 'void check(std::size_t replicas) const', 'bool "
                 "continue_after_error() const' and a 'timeout'; see sync/asynchronous.hpp.");
   // Forbidden pairs.
-  static_assert(!(detail::is_single_replica<Placement> && !std::same_as<Sync, sync::Synchronous>),
+  static_assert(!(detail::is_single_replica<Placement> && !std::same_as<Sync, sync::Synchronous> &&
+                  !detail::host_collective<Comm>),
                 "convoy: place::Host and place::Gpu run one replica, which has nobody to be "
                 "asynchronous with; "
                 "use place::Mirrored or place::CentralStorage with sync::Asynchronous or "
-                "sync::BoundedStaleness<S>, or sync::Synchronous with one replica.");
+                "sync::BoundedStaleness<S>, or sync::Synchronous with one replica (or "
+                "comm::Gloo, whose replicas are other processes).");
 
   static_assert(!detail::is_sharded<Placement> || detail::serves_shards<Comm>,
                 "convoy: place::Sharded<Rule> spreads the variables over parameter-server shards, "
                 "which only comm::ZmqPs (convoy/comm/zmq_ps.hpp) has; on one machine use "
                 "place::Mirrored or place::CentralStorage with comm::InProcess.");
-  static_assert(!(detail::collective<Comm> && std::same_as<Sync, sync::Asynchronous>),
+  static_assert(!(detail::host_collective<Comm> && std::same_as<Sync, sync::Asynchronous>),
+                "convoy: comm::Gloo cannot run sync::Asynchronous (an allreduce needs every "
+                "replica of every process in every exchange); use sync::Synchronous for a "
+                "bucketed allreduce of the gradients, sync::BoundedStaleness<S> for an allreduce "
+                "of the weights every S+1 steps, or comm::ZmqPs with place::Sharded for "
+                "asynchronous training across processes.");
+  static_assert(!detail::host_collective<Comm> || std::same_as<Placement, place::Host> ||
+                    std::same_as<Placement, place::Mirrored>,
+                "convoy: comm::Gloo keeps the replicas equal on the host, with no central copy: "
+                "place it with place::Host (one replica per process) or place::Mirrored (replica "
+                "threads per process); on GPUs use comm::Nccl, and for one central copy "
+                "place::CentralStorage with comm::InProcess.");
+  static_assert(!(detail::collective<Comm> && !detail::host_collective<Comm> &&
+                  std::same_as<Sync, sync::Asynchronous>),
                 "convoy: comm::Nccl cannot run sync::Asynchronous (a collective needs every "
                 "replica in every exchange); use sync::Synchronous for a bucketed allreduce of the "
                 "gradients, sync::BoundedStaleness<S> for an allreduce of the weights every S+1 "
                 "steps, or comm::ZmqPs with place::Sharded for asynchronous training.");
-  static_assert(!std::same_as<Placement, place::MirroredGpus> || detail::collective<Comm>,
+  static_assert(!std::same_as<Placement, place::MirroredGpus> ||
+                    (detail::collective<Comm> && !detail::host_collective<Comm>),
                 "convoy: place::MirroredGpus keeps one replica per GPU, which comm::Nccl "
                 "(convoy/comm/nccl.hpp) keeps equal with NCCL collectives; use comm::Nccl, or "
                 "place::Mirrored with comm::InProcess on the host.");
   static_assert(!std::same_as<Placement, place::CentralStorageGpus> ||
+                    detail::host_collective<Comm> ||
                     (!detail::collective<Comm> && !detail::serves_shards<Comm>),
                 "convoy: place::CentralStorageGpus keeps one copy of the weights in host memory, "
                 "which comm::InProcess sums into and serves to the GPU replicas; with comm::Nccl "
@@ -155,8 +176,14 @@ class Strategy {
   using comm_type = Comm;
   using sync_type = Sync;
   using engine_type = typename detail::engine_of<Model, Placement, Comm, Sync>::type;
-  static_assert(!detail::collective<Comm> || std::same_as<Sync, sync::Asynchronous> ||
+  static_assert(!detail::host_collective<Comm> || std::same_as<Sync, sync::Asynchronous> ||
+                    !(std::same_as<Placement, place::Host> ||
+                      std::same_as<Placement, place::Mirrored>) ||
                     detail::engine<engine_type>,
+                "convoy: comm::Gloo's engine needs convoy::gloo (link it; Debian's libgloo-dev), "
+                "with which <convoy/comm/gloo.hpp> brings it (docs/gloo.md).");
+  static_assert(!detail::collective<Comm> || detail::host_collective<Comm> ||
+                    std::same_as<Sync, sync::Asynchronous> || detail::engine<engine_type>,
                 "convoy: comm::Nccl's engine runs on CUDA devices: it needs convoy::nccl and "
                 "convoy::cuda (a file compiled by nvcc), where <convoy/comm/nccl.hpp> brings it "
                 "(docs/nccl.md). On the host, use comm::InProcess.");

@@ -1,0 +1,67 @@
+// comm::Gloo: synchronous data-parallel training across processes and machines on CPUs, the
+// collective engine (comm/buckets/collective_engine.hpp) over Gloo's allreduce on TCP, the library
+// PyTorch and Horovod use on CPUs. One replica per process (place::Host, the DDP shape) or replica
+// threads (place::Mirrored), which sum in shared memory first so that one allreduce per bucket
+// crosses the processes. With sync::Synchronous the gradients are summed in buckets during the
+// backward pass; with sync::BoundedStaleness<S> replicas step alone and average their weights
+// every S+1 steps; sync::Asynchronous does not compile. The engine (comm/gloo/engine.hpp) comes
+// with this header in a build that links convoy::gloo (docs/gloo.md).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "../cluster/cluster.hpp"
+#include "../core/concepts.hpp"
+
+namespace convoy::comm {
+
+// Not convoy::comm::gloo: inside namespace convoy::comm that would hide Gloo's own ::gloo.
+namespace gloo_fabric {
+/// comm::Gloo's engine: declared here, defined in comm/gloo/engine.hpp (convoy::gloo).
+template <class Model, class Placement, class Sync>
+class Engine;
+}  // namespace gloo_fabric
+
+struct Gloo {
+  using policy_category = communication_tag;
+  static constexpr std::string_view name = "Gloo";
+  static constexpr bool collective = true;       ///< every replica takes part in every exchange
+  static constexpr bool host_collective = true;  ///< on the host: place::Host or place::Mirrored
+
+  /// Gloo's allreduce algorithms: ring (bandwidth-optimal, the default) and bcube (fewer steps,
+  /// for many processes with small buckets).
+  enum class Algorithm { ring, bcube };
+
+  /// This process's cluster; empty: resolved from the environment (Cluster::from_environment()).
+  /// Its worker 0 serves the rendezvous at its address (comm/bootstrap/rendezvous.hpp).
+  std::optional<Cluster> cluster{};
+  /// Gradients per allreduce: a bucket starts as soon as the backward pass has finished it.
+  std::size_t bucket_bytes = std::size_t{4} << 20;
+  /// How long one bucket's exchange may take before the run stops with an error naming who is
+  /// missing.
+  std::chrono::milliseconds timeout{std::chrono::minutes(1)};
+  /// How long the processes wait for one another to meet.
+  std::chrono::milliseconds bootstrap_timeout{std::chrono::minutes(2)};
+  /// The address Gloo's TCP connections listen on; empty: this task's host in the cluster.
+  std::string host{};
+  /// A network interface to listen on instead ("eth0"), which Gloo resolves to its address.
+  std::string interface {};
+  Algorithm algorithm = Algorithm::ring;
+  /// Gloo's TCP transport is neither authenticated nor encrypted: a non-loopback address is
+  /// refused unless this is set (a trusted network only; docs/operators.md).
+  bool allow_plaintext = false;
+
+  template <class Model, class Placement, class Sync>
+  using engine = gloo_fabric::Engine<Model, Placement, Sync>;
+};
+static_assert(communication_policy<Gloo>);
+
+}  // namespace convoy::comm
+
+#if defined(CONVOY_WITH_GLOO)
+#include "gloo/engine.hpp"
+#endif

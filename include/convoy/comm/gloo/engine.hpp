@@ -1,0 +1,182 @@
+// comm::Gloo's engine: the collective engine (comm/buckets/collective_engine.hpp) over a fabric of
+// this process's replica threads (summed in shared memory by HostExchange) and one Gloo allreduce
+// per bucket across the processes. Building it resolves the cluster, meets the other processes
+// through worker 0's rendezvous, connects Gloo's TCP pairs and starts the liveness board that
+// names a process that stops answering. Needs convoy::gloo (libgloo-dev).
+#pragma once
+
+#include <gloo/allreduce.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../../cluster/address.hpp"
+#include "../../cluster/cluster.hpp"
+#include "../../core/error.hpp"
+#include "../../place/host.hpp"
+#include "../../place/mirrored.hpp"
+#include "../bootstrap/liveness.hpp"
+#include "../bootstrap/rendezvous.hpp"
+#include "../buckets/bucket_plan.hpp"
+#include "../buckets/collective_engine.hpp"
+#include "../gloo.hpp"
+#include "host_exchange.hpp"
+#include "mesh.hpp"
+
+namespace convoy::comm::gloo_fabric {
+
+/// The collective fabric of comm::Gloo: this process holds `n` replica threads, the run's
+/// replicas process_rank * n ... process_rank * n + n - 1; every process of the run must hold
+/// the same number.
+class HostFabric {
+ public:
+  /// Blocks until every process has met and connected (within the policy's bootstrap_timeout).
+  /// Throws ClusterError for a ps or evaluator task, Error for a plaintext listen address off
+  /// loopback without allow_plaintext, TimeoutError naming the processes that never came.
+  template <class Group>
+  HostFabric(Gloo const& policy, Group& group, BucketPlan const& plan)
+      : cluster_(policy.cluster ? *policy.cluster : Cluster::from_environment()),
+        algorithm_(policy.algorithm),
+        timeout_(policy.timeout) {
+    auto const local = group.size();
+    processes_ = cluster_.single_process() ? 1 : cluster_.worker_count();
+    if (!cluster_.single_process() && cluster_.worker_rank() < 0) {
+      throw ClusterError("convoy: task " + cluster_.job + ":" + std::to_string(cluster_.index) +
+                         " takes no part in comm::Gloo's collective; only the chief and the "
+                         "workers do (a cluster for it has no ps tasks)");
+    }
+    process_ = cluster_.single_process() ? 0 : static_cast<std::size_t>(cluster_.worker_rank());
+    world_ = processes_ * local;
+    first_ = process_ * local;
+    HostExchange::Allreduce allreduce;
+    if (processes_ > 1) {
+      Listen listen{.host = policy.host, .interface = policy.interface};
+      if (listen.host.empty() && listen.interface.empty()) {
+        listen.host = parse_address(cluster_.worker_address(process_), "comm::Gloo").host;
+      }
+      if (!policy.allow_plaintext && (!listen.interface.empty() || !is_loopback(listen.host))) {
+        throw Error("convoy: comm::Gloo would listen on " +
+                    (listen.interface.empty() ? listen.host : "interface " + listen.interface) +
+                    ", off loopback, and Gloo's TCP is neither authenticated nor encrypted; set "
+                    "Gloo::allow_plaintext on a trusted network (docs/operators.md)");
+      }
+      listen_ = listen.interface.empty() ? listen.host : listen.interface;
+      context_ = connect_mesh(cluster_, listen, policy.timeout,
+                              bootstrap::Options{.timeout = policy.bootstrap_timeout});
+      allreduce = [this](std::span<float> values) { reduce(values); };
+      // The liveness board takes the coordinator's address, which the rendezvous has given up.
+      auto const& coordinator = cluster_.worker_address(0);
+      // Beats four times a second, stale after a second: a lost peer is named within ~1 s.
+      bootstrap::LivenessOptions liveness{.interval = std::chrono::milliseconds(250),
+                                          .missed_beats = 4};
+      for (std::size_t p = 0; p < processes_; ++p)
+        liveness.names.push_back("worker:" + std::to_string(p) + " at " +
+                                 cluster_.worker_address(p));
+      if (process_ == 0) {
+        board_ =
+            std::make_unique<bootstrap::LivenessBoard>(coordinator, static_cast<int>(processes_));
+      }
+      exchange_ =
+          std::make_unique<HostExchange>(local, plan.size(), policy.timeout, std::move(allreduce));
+      reporter_ = std::make_unique<bootstrap::LivenessReporter>(
+          coordinator, static_cast<int>(process_), [this] { return exchange_->issued(); },
+          liveness);
+    } else {
+      exchange_ = std::make_unique<HostExchange>(local, plan.size(), policy.timeout, nullptr);
+    }
+  }
+  HostFabric(HostFabric const&) = delete;
+  HostFabric& operator=(HostFabric const&) = delete;
+  ~HostFabric() {
+    if (reporter_) reporter_->say_goodbye();
+    reporter_.reset();
+    // A communication thread still inside an allreduce (another process failed) returns once the
+    // connections close.
+    if (context_) close_connections();
+  }
+
+  HostExchange::Port& exchange(std::size_t replica) { return exchange_->port(replica); }
+  std::size_t world_size() const { return world_; }
+  std::size_t first_replica() const { return first_; }
+  std::string describe() const {
+    if (processes_ == 1) return "one process: its replica threads sum in shared memory";
+    return "Gloo (" + std::string(algorithm_ == Gloo::Algorithm::ring ? "ring" : "bcube") +
+           ") over TCP on " + listen_ + ", process " + std::to_string(process_) + " of " +
+           std::to_string(processes_) + "; replica threads sum in shared memory first";
+  }
+  /// After an exchange failed: which processes stopped answering, as the liveness board sees
+  /// them (empty for a single process).
+  std::string explain_timeout() const { return reporter_ ? reporter_->explain() : std::string(); }
+  /// Stops this process's exchange; the other processes' next allreduce fails.
+  void abort(std::string const& why) {
+    exchange_->abort(why);
+    if (context_) close_connections();
+  }
+
+ private:
+  // One allreduce across the processes, in place. Gloo's errors become convoy's: a timeout as
+  // TimeoutError, a lost connection as Error, each with what the liveness board says of who is
+  // missing.
+  void reduce(std::span<float> values) {
+    ::gloo::AllreduceOptions opts(context_);
+    opts.setOutput(values.data(), values.size());
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, void const*, void const*, std::size_t)>(&::gloo::sum<float>));
+    opts.setAlgorithm(algorithm_ == Gloo::Algorithm::bcube
+                          ? ::gloo::AllreduceOptions::Algorithm::BCUBE
+                          : ::gloo::AllreduceOptions::Algorithm::RING);
+    opts.setTag(tag_++);
+    opts.setTimeout(timeout_);
+    try {
+      ::gloo::allreduce(opts);
+    } catch (::gloo::Exception const& e) {
+      std::string const what = e.what();
+      std::string message = "convoy: process " + std::to_string(process_) +
+                            " (worker:" + std::to_string(process_) +
+                            ") lost the Gloo allreduce: " + what;
+      // A peer's connection closed at once; a killed process still looks alive for a moment.
+      auto const why = reporter_ ? reporter_->explain_after_failure(std::chrono::seconds(3)) : "";
+      if (!why.empty()) message += "; " + why;
+      if (what.find("Timed out") != std::string::npos) throw TimeoutError(message);
+      throw Error(message);
+    }
+  }
+
+  void close_connections() {
+    try {
+      context_->closeConnections();
+    } catch (...) {  // already closed, or the peer is gone: nothing to add
+    }
+  }
+
+  Cluster cluster_;
+  Gloo::Algorithm algorithm_;
+  std::chrono::milliseconds timeout_;
+  std::size_t processes_ = 1, process_ = 0, world_ = 1, first_ = 0;
+  std::string listen_;
+  std::shared_ptr<::gloo::Context> context_;
+  std::uint32_t tag_ = 0;                                  // the communication thread's alone
+  std::unique_ptr<bootstrap::LivenessBoard> board_;        // the first process only
+  std::unique_ptr<HostExchange> exchange_;                 // calls reduce() on its thread
+  std::unique_ptr<bootstrap::LivenessReporter> reporter_;  // reads exchange_: destroyed first
+};
+
+template <class Model, class Placement, class Sync>
+class Engine : public CollectiveEngine<Model, Placement, Sync, HostFabric> {
+  static_assert(std::same_as<Placement, place::Host> || std::same_as<Placement, place::Mirrored>,
+                "convoy: comm::Gloo computes on the host: place::Host (one replica per process) "
+                "or place::Mirrored (replica threads, summed in shared memory first)");
+
+ public:
+  using CollectiveEngine<Model, Placement, Sync, HostFabric>::CollectiveEngine;
+};
+
+}  // namespace convoy::comm::gloo_fabric

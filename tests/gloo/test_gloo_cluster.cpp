@@ -1,0 +1,307 @@
+// comm::Gloo with real processes on loopback: each test program starts itself once per worker
+// ("--task <scenario> <dir>") with its TF_CONFIG (no ps tasks). 2 and 3 processes of one replica
+// match in-process Mirrored with as many replicas step for step; 2 processes of 2 replica threads
+// match Mirrored with 4; BoundedStaleness<2> averages the weights every 3 steps, as computed by
+// hand; a run checkpointed by 3 workers goes on with 2; a process whose peer never comes, and the
+// processes whose peer is killed, end with an error naming it. Every cluster is bounded in time.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <convoy/comm/gloo.hpp>
+#include <convoy/convoy.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cluster_model.hpp"
+#include "processes.hpp"
+#include "synthetic.hpp"
+#include "temp_dir.hpp"
+
+namespace {
+
+using namespace convoy;
+using namespace std::chrono_literals;
+
+constexpr std::int64_t steps = 12;
+constexpr std::size_t batch_size = 48;
+
+io::Dataset data() { return testing::cluster_data(); }
+nn::Mlp make_model() { return testing::cluster_mlp(); }
+
+comm::Gloo gloo_policy() {
+  return comm::Gloo{.bucket_bytes = 256,  // several buckets even for this small model
+                    .timeout = 10s,
+                    .bootstrap_timeout = 20s};
+}
+
+// What a task saw: the losses of every step, and (the chief) the final weights.
+void write_result(std::filesystem::path const& file, std::vector<float> const& losses,
+                  std::vector<float> const& weights, std::int64_t global_step) {
+  std::ofstream out(file);
+  out.precision(9);
+  out << global_step << "\n" << losses.size();
+  for (float l : losses) out << " " << l;
+  out << "\n" << weights.size();
+  for (float w : weights) out << " " << w;
+  out << "\n";
+}
+struct Result {
+  std::int64_t global_step = 0;
+  std::vector<float> losses, weights;
+};
+Result read_result(std::filesystem::path const& file) {
+  Result r;
+  std::ifstream in(file);
+  REQUIRE_MESSAGE(in.good(), "no " << file);
+  std::size_t n = 0;
+  in >> r.global_step >> n;
+  r.losses.resize(n);
+  for (auto& l : r.losses) in >> l;
+  in >> n;
+  r.weights.resize(n);
+  for (auto& w : r.weights) in >> w;
+  return r;
+}
+
+template <class Trainer>
+std::vector<float> fit(Trainer& trainer, std::int64_t until, optim::Optimizer,
+                       std::filesystem::path const& checkpoints = {},
+                       std::function<bool(StepReport const&)> also = {}) {
+  std::vector<float> losses;
+  trainer.fit(data(), {.steps = until,
+                       .batch_size = batch_size,
+                       .log = nullptr,
+                       .checkpoint_dir = checkpoints,
+                       .checkpoint_every = checkpoints.empty() ? 0 : 5,
+                       .callbacks = {[&](StepReport const& r) {
+                         losses.push_back(r.loss);
+                         return also ? also(r) : true;
+                       }}});
+  return losses;
+}
+
+template <class Placement, class Sync>
+int train_task(Placement placement, Sync sync, optim::Optimizer optimizer,
+               std::filesystem::path const& dir, std::int64_t until,
+               std::filesystem::path const& checkpoints = {}, int kill_rank = -1) {
+  using S = Strategy<nn::Mlp, Placement, comm::Gloo, Sync>;
+  auto const cluster = Cluster::from_environment();
+  Trainer<S> trainer{S{make_model(), placement, gloo_policy(), sync}, optimizer};
+  auto const losses = fit(trainer, until, optimizer, checkpoints, [&](StepReport const& r) {
+    if (cluster.worker_rank() == kill_rank && r.global_step == 5) std::_Exit(9);  // as if killed
+    return true;
+  });
+  auto const name = "worker" + std::to_string(cluster.worker_rank()) + ".txt";
+  write_result(dir / name, losses, trainer.strategy().weights(), trainer.strategy().global_step());
+  return 0;
+}
+
+optim::Optimizer adam() { return optim::Adam{.learning_rate = 0.01f}; }
+optim::Optimizer sgd() { return optim::Sgd{.learning_rate = 0.1f}; }
+
+int task(std::string const& scenario, std::filesystem::path const& dir) {
+  if (scenario == "host") return train_task(place::Host{}, sync::Synchronous{}, adam(), dir, steps);
+  if (scenario == "mirrored2") {
+    return train_task(place::Mirrored{.replicas = 2}, sync::Synchronous{}, adam(), dir, steps);
+  }
+  if (scenario == "ssp2") {
+    return train_task(place::Host{}, sync::BoundedStaleness<2>{}, sgd(), dir, 7);
+  }
+  if (scenario == "ckpt10") {
+    return train_task(place::Host{}, sync::Synchronous{}, adam(), dir, 10, dir / "ckpt");
+  }
+  if (scenario == "ckpt20") {
+    return train_task(place::Host{}, sync::Synchronous{}, adam(), dir, 20, dir / "ckpt");
+  }
+  if (scenario == "kill") {
+    return train_task(place::Host{}, sync::Synchronous{}, adam(), dir, 1000, {}, 1);
+  }
+  std::cerr << "unknown scenario " << scenario << "\n";
+  return 2;
+}
+
+std::string program;
+
+std::vector<testing::Task> run_cluster(std::string const& scenario,
+                                       std::filesystem::path const& dir, int workers,
+                                       bool expect_success = true) {
+  auto const tasks = testing::run_cluster(program, scenario, dir, 0, workers, {}, 120s);
+  for (auto const& t : tasks) {
+    if (t.status != 0 && expect_success) {
+      std::ifstream in(t.log);
+      std::cout << "---- " << t.job << ":" << t.index << " (status " << t.status << ")\n"
+                << in.rdbuf() << "\n";
+    }
+    if (expect_success) {
+      CHECK_MESSAGE(t.status == 0, t.job << ":" << t.index << " ended with status " << t.status);
+    }
+  }
+  return tasks;
+}
+
+// In-process Mirrored with `replicas` replicas: the reference.
+std::pair<std::vector<float>, std::vector<float>> mirrored(int replicas) {
+  using S = Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous>;
+  Trainer<S> trainer{S{make_model(), {.replicas = replicas}}, adam()};
+  auto losses = fit(trainer, steps, adam());
+  return {losses, trainer.strategy().weights()};
+}
+
+// Each process reports the mean loss of its own replicas, so the processes' mean is the run's;
+// every process holds the same weights.
+void check_matches(std::filesystem::path const& dir, int workers,
+                   std::pair<std::vector<float>, std::vector<float>> const& want) {
+  std::vector<Result> got;
+  for (int w = 0; w < workers; ++w)
+    got.push_back(read_result(dir / ("worker" + std::to_string(w) + ".txt")));
+  for (std::size_t i = 0; i < want.first.size(); ++i) {
+    CAPTURE(i);
+    float mean = 0.0f;
+    for (auto const& g : got) {
+      REQUIRE(g.losses.size() == want.first.size());
+      mean += g.losses[i] / static_cast<float>(workers);
+    }
+    CHECK(mean == doctest::Approx(want.first[i]).epsilon(1e-4));
+  }
+  for (auto const& g : got) {
+    REQUIRE(g.weights.size() == want.second.size());
+    for (std::size_t i = 0; i < g.weights.size(); ++i) {
+      CHECK(g.weights[i] == doctest::Approx(want.second[i]).epsilon(1e-3));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("2 and 3 processes of one replica match in-process Mirrored step for step") {
+  for (int workers : {2, 3}) {
+    CAPTURE(workers);
+    testing::TempDir dir("gloo-host");
+    run_cluster("host", dir.path, workers);
+    check_matches(dir.path, workers, mirrored(workers));
+  }
+}
+
+TEST_CASE("2 processes of 2 replica threads match in-process Mirrored with 4") {
+  testing::TempDir dir("gloo-mirrored");
+  run_cluster("mirrored2", dir.path, 2);
+  check_matches(dir.path, 2, mirrored(4));
+}
+
+TEST_CASE("BoundedStaleness<2>: local SGD steps, the weights averaged every 3, as by hand") {
+  testing::TempDir dir("gloo-ssp");
+  run_cluster("ssp2", dir.path, 2);
+  // By hand: two models from the same start, each taking its own slice of every global batch
+  // (the sampler of 2 replicas, seed 1) with plain SGD; after steps 3 and 6 both take the mean.
+  auto const train = data();
+  io::Sampler const sampler(train.rows(), batch_size, 2, 1);
+  std::vector<nn::Mlp> models{make_model(), make_model()};
+  optim::Optimizer const plain = sgd();
+  std::vector<optim::OptimizerState> slots{plain.make_state(models[0].variables()),
+                                           plain.make_state(models[1].variables())};
+  io::BatchBuffer buffer;
+  for (std::int64_t k = 0; k < 7; ++k) {
+    for (std::size_t r = 0; r < 2; ++r) {
+      auto& vars = models[r].variables();
+      models[r].forward_backward(sampler.fill(train, r, k, buffer));
+      plain.apply(exec::Host{}, vars.weights(), vars.grads(), slots[r], 0, 1.0f, k + 1);
+    }
+    if ((k + 1) % 3 == 0) {
+      auto a = models[0].variables().weights(), b = models[1].variables().weights();
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = b[i] = 0.5f * (a[i] + b[i]);
+    }
+  }
+  for (int w = 0; w < 2; ++w) {
+    auto const got = read_result(dir / ("worker" + std::to_string(w) + ".txt"));
+    auto const want = models[static_cast<std::size_t>(w)].variables().weights();
+    CHECK(got.global_step == 7);
+    REQUIRE(got.weights.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      CHECK(got.weights[i] == doctest::Approx(want[i]).epsilon(1e-3));
+    }
+  }
+}
+
+TEST_CASE("a run checkpointed by 3 workers goes on with 2, by name") {
+  testing::TempDir dir("gloo-ckpt");
+  run_cluster("ckpt10", dir.path, 3);
+  run_cluster("ckpt20", dir.path, 2);
+  auto const got = read_result(dir / "worker0.txt");
+  CHECK(got.global_step == 20);
+  // The same in one process: Mirrored 3 for 10 steps, then Mirrored 2 resumed from its checkpoint.
+  testing::TempDir ref("gloo-ckpt-ref");
+  using S = Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous>;
+  {
+    Trainer<S> three{S{make_model(), {.replicas = 3}}, adam()};
+    fit(three, 10, adam(), ref / "ckpt");
+  }
+  Trainer<S> two{S{make_model(), {.replicas = 2}}, adam()};
+  fit(two, 20, adam(), ref / "ckpt");
+  auto const want = two.strategy().weights();
+  REQUIRE(got.weights.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CHECK(got.weights[i] == doctest::Approx(want[i]).epsilon(1e-3));
+  }
+}
+
+TEST_CASE("a process whose peer never comes fails at the bootstrap timeout, naming it") {
+  Cluster cluster;
+  cluster.jobs["worker"] = {"127.0.0.1:" + std::to_string(testing::free_port()),
+                            "127.0.0.1:" + std::to_string(testing::free_port())};
+  cluster.job = "worker";
+  cluster.index = 0;
+  using S = Strategy<nn::Mlp, place::Host, comm::Gloo, sync::Synchronous>;
+  auto const start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(
+      S(make_model(), {}, comm::Gloo{.cluster = cluster, .bootstrap_timeout = 1500ms}),
+      doctest::Contains("rank(s) 1 of 2 never asked"), TimeoutError);
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+}
+
+TEST_CASE("a Gloo listen address off loopback is refused unless plaintext is allowed") {
+  Cluster cluster;
+  cluster.jobs["worker"] = {"192.0.2.1:2222", "192.0.2.2:2222"};  // never contacted: refused first
+  cluster.job = "worker";
+  cluster.index = 0;
+  using S = Strategy<nn::Mlp, place::Host, comm::Gloo, sync::Synchronous>;
+  CHECK_THROWS_WITH_AS(S(make_model(), {}, comm::Gloo{.cluster = cluster}),
+                       doctest::Contains("off loopback"), Error);
+}
+
+TEST_CASE("20 kills of a worker mid-run: every other process ends with an error naming it") {
+  int const trials = std::getenv("CONVOY_GLOO_KILL_TRIALS")
+                         ? std::atoi(std::getenv("CONVOY_GLOO_KILL_TRIALS"))
+                         : 1;
+  for (int trial = 0; trial < trials; ++trial) {
+    CAPTURE(trial);
+    testing::TempDir dir("gloo-kill");
+    auto const started = std::chrono::steady_clock::now();
+    auto const tasks = run_cluster("kill", dir.path, 3, false);
+    CHECK(std::chrono::steady_clock::now() - started < 60s);  // within the policy's timeout
+    for (auto const& t : tasks) {
+      CAPTURE(t.index);
+      std::ifstream in(t.log);
+      std::stringstream log;
+      log << in.rdbuf();
+      if (t.index == 1) {
+        CHECK(t.status == 9);
+        continue;
+      }
+      CHECK(t.status == 1);  // an error, not a hang (-1) or a crash
+      CHECK_MESSAGE(log.str().find("worker:1") != std::string::npos, log.str());
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  if (auto const status = convoy::testing::run_task_if_asked(argc, argv, task)) return *status;
+  program = argv[0];
+  doctest::Context context(argc, argv);
+  return context.run();
+}
