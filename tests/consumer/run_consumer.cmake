@@ -4,8 +4,8 @@
 #         [-DCOMPONENTS=cuda,nccl,zmq] -P run_consumer.cmake
 # install:      cmake --install CONVOY_BINARY_DIR into WORK_DIR/prefix, check the components
 #               mechanism against COMPONENTS (those the build has), then find_package(convoy) from
-#               there; the app links a program to each of cuda, nccl, tensorboard and torch
-#               in COMPONENTS, and runs the tensorboard and torch ones.
+#               there; the app links a program to each of cuda, nccl, gloo, tensorboard and
+#               torch in COMPONENTS, and runs the gloo, tensorboard and torch ones.
 # fetchcontent: FetchContent_Declare(convoy SOURCE_DIR CONVOY_SOURCE_DIR).
 # Every step runs with execute_process; the first that fails stops the script with its output.
 cmake_minimum_required(VERSION 3.25)
@@ -39,6 +39,7 @@ endif()
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(run_tensorboard FALSE)
 set(run_torch FALSE)
+set(run_gloo FALSE)
 if(MODE STREQUAL "install")
   run_step("install convoy into ${prefix}"
     COMMAND "${CMAKE_COMMAND}" --install "${CONVOY_BINARY_DIR}" --prefix "${prefix}" ${config_args})
@@ -56,12 +57,15 @@ if(MODE STREQUAL "install")
   # The app also links a program to each of these components the build has: the device ones are
   # built, not run; the tensorboard one writes an event file.
   string(REPLACE "," ";" link_components "${COMPONENTS}")
-  list(FILTER link_components INCLUDE REGEX "^(cuda|nccl|tensorboard|torch)$")
+  list(FILTER link_components INCLUDE REGEX "^(cuda|gloo|nccl|tensorboard|torch)$")
   if("tensorboard" IN_LIST link_components)
     set(run_tensorboard TRUE)
   endif()
   if("torch" IN_LIST link_components)
     set(run_torch TRUE)
+  endif()
+  if("gloo" IN_LIST link_components)
+    set(run_gloo TRUE)
   endif()
   list(JOIN link_components "," link_components)
   if(run_tensorboard)
@@ -114,6 +118,13 @@ if(run_torch)
   run_step("run the torch app" COMMAND "${build}/bin/convoy_uses_torch")
   if(NOT step_output MATCHES "convoy consumer: a LibTorch model of 4 variables trained 3 steps")
     message(FATAL_ERROR "[${MODE}] unexpected output from the torch app:\n${step_output}")
+  endif()
+  message(STATUS "[${MODE}] ${step_output}")
+endif()
+if(run_gloo)
+  run_step("run the gloo app" COMMAND "${build}/bin/convoy_uses_gloo")
+  if(NOT step_output MATCHES "convoy consumer: comm::Gloo trained 3 steps on 2 replica\\(s\\)")
+    message(FATAL_ERROR "[${MODE}] unexpected output from the gloo app:\n${step_output}")
   endif()
   message(STATUS "[${MODE}] ${step_output}")
 endif()

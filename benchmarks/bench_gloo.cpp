@@ -1,0 +1,308 @@
+// comm::Gloo across 2 processes on loopback, each a real process this program starts
+// (tests/support/ processes.hpp). Two tables:
+//   allreduce: one buffer of 1 to 64 MiB summed over the 2 processes through convoy's fabric
+//     (HostExchange handing it to Gloo on its communication thread, as a training step does),
+//     against Gloo's own allreduce of the same buffer in the same processes, and against a TCP
+//     socket pair on loopback moving the same bytes both ways at once (each process sends and
+//     receives the whole buffer: what a 2-process ring allreduce moves, in the fewest messages).
+//   training: the Fashion-MNIST MLP (784-500-10, 100 rows a process a step) with 2 processes of
+//     one replica under comm::Gloo, against the same 2 processes each training alone with no
+//     exchange (the ceiling), and against in-process Mirrored with 2 replicas.
+// Every figure is a ratio to one measured in the same run; each is the best of --repeats.
+//
+// Run: build/benchmarks/bench_gloo [--repeats N] [--steps N] [--quick] [--csv PATH] [--json PATH]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <convoy/comm/gloo.hpp>
+#include <convoy/convoy.hpp>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "options.hpp"
+#include "processes.hpp"
+#include "report.hpp"
+#include "temp_dir.hpp"
+
+using namespace convoy;
+using namespace std::chrono_literals;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Task options travel in the scenario name: "<kind>:<repeats>:<steps>:<quick>".
+struct TaskOptions {
+  std::string kind;
+  int repeats = 3;
+  std::int64_t steps = 300;
+  bool quick = false;
+};
+TaskOptions parse_scenario(std::string const& s) {
+  TaskOptions o;
+  int quick = 0;
+  char kind[32] = {};
+  long long steps = 0;
+  std::sscanf(s.c_str(), "%31[^:]:%d:%lld:%d", kind, &o.repeats, &steps, &quick);
+  o.kind = kind;
+  o.steps = steps;
+  o.quick = quick != 0;
+  return o;
+}
+std::vector<std::size_t> sizes_mib(bool quick) {
+  return quick ? std::vector<std::size_t>{1} : std::vector<std::size_t>{1, 4, 16, 64};
+}
+
+// Full-duplex TCP between the 2 processes: each sends `bytes` and receives `bytes` at once.
+class SocketPair {
+ public:
+  SocketPair(int rank, int port) {
+    if (rank == 0) {
+      int const listener = ::socket(AF_INET, SOCK_STREAM, 0);
+      int one = 1;
+      ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<std::uint16_t>(port));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+          ::listen(listener, 1) != 0) {
+        throw Error("bench_gloo: cannot listen on loopback port " + std::to_string(port));
+      }
+      fd_ = ::accept(listener, nullptr, nullptr);
+      ::close(listener);
+    } else {
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<std::uint16_t>(port));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      auto const deadline = std::chrono::steady_clock::now() + 20s;
+      for (;;) {
+        fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+        if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) break;
+        ::close(fd_);
+        if (std::chrono::steady_clock::now() > deadline) throw Error("bench_gloo: no peer");
+        std::this_thread::sleep_for(20ms);
+      }
+    }
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  ~SocketPair() { ::close(fd_); }
+  // Sends `out` while receiving as many bytes into `in`.
+  void exchange(std::vector<char> const& out, std::vector<char>& in) {
+    std::jthread sender([&] {
+      std::size_t sent = 0;
+      while (sent < out.size()) {
+        auto const n = ::send(fd_, out.data() + sent, out.size() - sent, 0);
+        if (n <= 0) return;
+        sent += static_cast<std::size_t>(n);
+      }
+    });
+    std::size_t got = 0;
+    while (got < in.size()) {
+      auto const n = ::recv(fd_, in.data() + got, in.size() - got, 0);
+      if (n <= 0) throw Error("bench_gloo: the socket pair broke");
+      got += static_cast<std::size_t>(n);
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Rank 0 writes "<mib> <fabric s> <gloo s> <tcp s>" a line, the best of the repeats.
+int allreduce_task(TaskOptions const& o, std::filesystem::path const& dir) {
+  auto const cluster = Cluster::from_environment();
+  int const rank = cluster.worker_rank();
+  auto context = comm::gloo_fabric::connect_mesh(cluster, {.host = "127.0.0.1", .interface = {}},
+                                                 60s, comm::bootstrap::Options{});
+  auto gloo_allreduce = [&, tag = std::uint32_t{0}](std::span<float> x) mutable {
+    ::gloo::AllreduceOptions opts(context);
+    opts.setOutput(x.data(), x.size());
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, void const*, void const*, std::size_t)>(&::gloo::sum<float>));
+    opts.setTag(tag++);
+    ::gloo::allreduce(opts);
+  };
+  comm::gloo_fabric::HostExchange exchange(1, 1, 60s, gloo_allreduce);
+  auto const tcp_port = parse_address(cluster.worker_address(0), "bench").port + 1;
+  SocketPair pair(rank, tcp_port);
+  std::ofstream out(dir / ("allreduce" + std::to_string(rank) + ".txt"));
+  for (auto const mib : sizes_mib(o.quick)) {
+    std::size_t const n = mib * (std::size_t{1} << 20) / sizeof(float);
+    std::vector<float> values(n, 1.0f);
+    std::vector<char> send(n * sizeof(float), 1), recv(n * sizeof(float));
+    double best_fabric = 1e30, best_gloo = 1e30, best_tcp = 1e30;
+    for (int r = 0; r < o.repeats + 1; ++r) {  // the first round warms up
+      auto t = std::chrono::steady_clock::now();
+      exchange.port(0).start(0, values);
+      exchange.port(0).wait();
+      double const fabric = seconds_since(t);
+      t = std::chrono::steady_clock::now();
+      gloo_allreduce(values);
+      double const own = seconds_since(t);
+      t = std::chrono::steady_clock::now();
+      pair.exchange(send, recv);
+      double const tcp = seconds_since(t);
+      if (r == 0) continue;
+      best_fabric = std::min(best_fabric, fabric);
+      best_gloo = std::min(best_gloo, own);
+      best_tcp = std::min(best_tcp, tcp);
+    }
+    out << mib << " " << best_fabric << " " << best_gloo << " " << best_tcp << "\n";
+  }
+  return 0;
+}
+
+constexpr std::size_t rows_per_process = 100;
+
+// Trains the MLP for `steps` steps: "gloo" with comm::Gloo, "alone" with comm::InProcess (no
+// exchange); writes samples/s.
+int train_task(TaskOptions const& o, std::filesystem::path const& dir) {
+  auto const cluster = Cluster::from_environment();
+  auto const data = io::load_fashion_mnist(io::Split::train);
+  double rate = 0.0;
+  if (o.kind == "gloo") {
+    using S = Strategy<nn::Mlp, place::Host, comm::Gloo, sync::Synchronous>;
+    Trainer<S> trainer{S{nn::Mlp({784, 500, 10})}, optim::Sgd{0.1f}};
+    rate = trainer
+               .fit(data, {.steps = o.steps,
+                           .batch_size = 2 * rows_per_process,
+                           .log_every = 0,
+                           .log = nullptr})
+               .samples_per_second;
+  } else {
+    using S = Strategy<nn::Mlp, place::Host, comm::InProcess, sync::Synchronous>;
+    Trainer<S> trainer{S{nn::Mlp({784, 500, 10})}, optim::Sgd{0.1f}};
+    rate =
+        trainer
+            .fit(data,
+                 {.steps = o.steps, .batch_size = rows_per_process, .log_every = 0, .log = nullptr})
+            .samples_per_second;
+  }
+  std::ofstream(dir / (o.kind + std::to_string(cluster.worker_rank()) + ".txt")) << rate << "\n";
+  return 0;
+}
+
+int task(std::string const& scenario, std::filesystem::path const& dir) {
+  auto const o = parse_scenario(scenario);
+  if (o.kind == "allreduce") return allreduce_task(o, dir);
+  return train_task(o, dir);
+}
+
+std::string program;
+
+void run(std::string const& scenario, std::filesystem::path const& dir) {
+  auto const tasks = testing::run_cluster(program, scenario, dir, 0, 2, {}, 600s);
+  for (auto const& t : tasks) {
+    if (t.status != 0) {
+      std::ifstream in(t.log);
+      std::string log((std::istreambuf_iterator<char>(in)), {});
+      throw Error("bench_gloo: " + t.job + ":" + std::to_string(t.index) + " ended with status " +
+                  std::to_string(t.status) + ": " + log);
+    }
+  }
+}
+
+double read_rate(std::filesystem::path const& file) {
+  double rate = 0.0;
+  std::ifstream(file) >> rate;
+  return rate;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (auto const status = convoy::testing::run_task_if_asked(argc, argv, task)) return *status;
+  program = argv[0];
+  int repeats = 3;
+  std::int64_t steps = 300;
+  bool quick = false;
+  bench::CommandLine cli("bench_gloo",
+                         "comm::Gloo on loopback: the allreduce against Gloo's own and TCP, and "
+                         "training samples/s against 2 processes alone.");
+  cli.integer("--repeats", "N", repeats, 1, "runs of each measurement, best kept (default 3)");
+  cli.integer("--steps", "N", steps, std::int64_t{1}, "training steps (default 300)");
+  cli.flag("--quick", quick, "a smoke run: 1 MiB only, 20 training steps, 1 repeat");
+  if (auto const status = cli.parse(argc, argv)) return *status;
+  bench::Results results(cli);
+  if (!results.ok()) return 2;
+  if (quick) {
+    repeats = 1;
+    steps = 20;
+  }
+  auto const tag = ":" + std::to_string(repeats) + ":" + std::to_string(steps) + ":" +
+                   std::to_string(quick ? 1 : 0);
+  testing::TempDir dir("bench-gloo");
+
+  run("allreduce" + tag, dir.path);
+  bench::Record allreduce;
+  allreduce.set("benchmark", "gloo").set("part", "allreduce").set("processes", 2);
+  std::printf("allreduce of one buffer over 2 processes on loopback, best of %d\n", repeats);
+  std::printf("%8s %14s %14s %14s %12s %12s\n", "MiB", "fabric GB/s", "Gloo GB/s", "TCP GB/s",
+              "fabric/Gloo", "Gloo/TCP");
+  {
+    std::ifstream in(dir / "allreduce0.txt");
+    double mib = 0, fabric = 0, own = 0, tcp = 0;
+    while (in >> mib >> fabric >> own >> tcp) {
+      double const bytes = mib * 1048576.0;
+      std::printf("%8.0f %14.2f %14.2f %14.2f %12.3f %12.3f\n", mib, bytes / fabric / 1e9,
+                  bytes / own / 1e9, bytes / tcp / 1e9, own / fabric, tcp / own);
+      allreduce.add("sizes", bench::Record{}
+                                 .set("mib", mib)
+                                 .set("fabric_bytes_per_second", bytes / fabric)
+                                 .set("gloo_bytes_per_second", bytes / own)
+                                 .set("tcp_bytes_per_second", bytes / tcp)
+                                 .set("fabric_vs_gloo", own / fabric)
+                                 .set("gloo_vs_tcp", tcp / own));
+    }
+  }
+  results.add(std::move(allreduce));
+
+  double best_gloo = 0.0, best_alone = 0.0, best_mirrored = 0.0;
+  auto const data = io::load_fashion_mnist(io::Split::train);
+  for (int r = 0; r < repeats; ++r) {
+    run("gloo" + tag, dir.path);
+    best_gloo = std::max(best_gloo, read_rate(dir / "gloo0.txt"));
+    run("alone" + tag, dir.path);
+    best_alone =
+        std::max(best_alone, read_rate(dir / "alone0.txt") + read_rate(dir / "alone1.txt"));
+    using M = Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous>;
+    Trainer<M> mirrored{M{nn::Mlp({784, 500, 10}), {.replicas = 2}}, optim::Sgd{0.1f}};
+    best_mirrored = std::max(best_mirrored, mirrored
+                                                .fit(data, {.steps = steps,
+                                                            .batch_size = 2 * rows_per_process,
+                                                            .log_every = 0,
+                                                            .log = nullptr})
+                                                .samples_per_second);
+  }
+  std::printf("training the 784-500-10 MLP, %zu rows a replica, %lld steps, best of %d\n",
+              rows_per_process, static_cast<long long>(steps), repeats);
+  std::printf("%-34s %12s %12s\n", "config", "samples/sec", "vs alone");
+  std::printf("%-34s %12.0f %12.3f\n", "2 processes alone, no exchange", best_alone, 1.0);
+  std::printf("%-34s %12.0f %12.3f\n", "2 processes, comm::Gloo", best_gloo,
+              best_gloo / best_alone);
+  std::printf("%-34s %12.0f %12.3f\n", "1 process, Mirrored 2, InProcess", best_mirrored,
+              best_mirrored / best_alone);
+  results.add(bench::Record{}
+                  .set("benchmark", "gloo")
+                  .set("part", "training")
+                  .set("steps", steps)
+                  .set("alone_2", best_alone)
+                  .set("gloo_2", best_gloo)
+                  .set("mirrored_2", best_mirrored)
+                  .set("gloo_vs_alone", best_gloo / best_alone)
+                  .set("mirrored_vs_alone", best_mirrored / best_alone));
+  return results.write() ? 0 : 1;
+}
