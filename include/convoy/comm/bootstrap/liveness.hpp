@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <iterator>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -65,6 +66,24 @@ class LivenessBoard {
   LivenessBoard(LivenessBoard const&) = delete;
   LivenessBoard& operator=(LivenessBoard const&) = delete;
 
+  /// After a failed run, before the board goes: keeps answering until every other process has
+  /// said goodbye or stopped beating for `stale`, at most `at_most`, so that the processes still
+  /// finding out what happened can ask it who died (and do not blame the board's own process).
+  void linger(std::chrono::milliseconds stale, std::chrono::milliseconds at_most) {
+    auto const until = std::chrono::steady_clock::now() + at_most;
+    while (std::chrono::steady_clock::now() < until) {
+      {
+        std::lock_guard lock(mutex_);
+        auto const now = std::chrono::steady_clock::now();
+        bool const settled = std::ranges::all_of(board_, [&](Entry const& e) {
+          return e.process == 0 || e.left || e.issued < 0 || now - e.last > stale;
+        });
+        if (settled) return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
  private:
   struct Entry {
     int process = 0;
@@ -93,6 +112,7 @@ class LivenessBoard {
         continue;
       }
       if (process < 0 || static_cast<std::size_t>(process) >= board_.size()) continue;
+      std::lock_guard lock(mutex_);
       auto& entry = board_[static_cast<std::size_t>(process)];
       entry.issued = std::max(entry.issued, issued);
       entry.last = std::chrono::steady_clock::now();
@@ -115,6 +135,7 @@ class LivenessBoard {
 
   zmq::context_t context_;
   zmq::socket_t socket_;
+  std::mutex mutex_;  // board_, between the serving thread and linger()
   std::vector<Entry> board_;
   std::jthread thread_;  // last: stopped first
 };

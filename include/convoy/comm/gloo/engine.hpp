@@ -6,14 +6,14 @@
 #pragma once
 
 #include <gloo/allreduce.h>
-#include <pthread.h>
-
-#include <csignal>
 #include <gloo/common/error.h>
 #include <gloo/math.h>
+#include <pthread.h>
 
+#include <atomic>
 #include <chrono>
 #include <concepts>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -44,16 +44,25 @@ namespace detail {
 class SigpipeBlocked {
  public:
   SigpipeBlocked() {
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe, &previous_);
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &previous_);
   }
-  ~SigpipeBlocked() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  // A SIGPIPE raised meanwhile is taken off this thread first: unblocked, it would still kill.
+  ~SigpipeBlocked() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE) == 1 && sigismember(&previous_, SIGPIPE) != 1) {
+      timespec const now{0, 0};
+      sigtimedwait(&pipe_, nullptr, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+  }
   SigpipeBlocked(SigpipeBlocked const&) = delete;
   SigpipeBlocked& operator=(SigpipeBlocked const&) = delete;
 
  private:
+  sigset_t pipe_;
   sigset_t previous_;
 };
 }  // namespace detail
@@ -126,6 +135,8 @@ class HostFabric {
   ~HostFabric() {
     if (reporter_) reporter_->say_goodbye();
     reporter_.reset();
+    // After a failure the others may still ask the board who died: it stays a moment.
+    if (board_ && failed_) board_->linger(stale_, std::chrono::seconds(5));
     // A communication thread still inside an allreduce (another process failed) returns once the
     // connections close.
     if (context_) close_connections();
@@ -145,6 +156,7 @@ class HostFabric {
   std::string explain_timeout() const { return reporter_ ? reporter_->explain() : std::string(); }
   /// Stops this process's exchange; the other processes' next allreduce fails.
   void abort(std::string const& why) {
+    failed_ = true;
     exchange_->abort(why);
     if (context_) close_connections();
   }
@@ -163,9 +175,12 @@ class HostFabric {
                           : ::gloo::AllreduceOptions::Algorithm::RING);
     opts.setTag(tag_++);
     opts.setTimeout(timeout_);
+    // A replica thread may run this (HostExchange lets a waiting replica reduce a ready bucket).
+    detail::SigpipeBlocked const no_sigpipe;
     try {
       ::gloo::allreduce(opts);
     } catch (::gloo::Exception const& e) {
+      failed_ = true;
       std::string const what = e.what();
       std::string message = "convoy: process " + std::to_string(process_) +
                             " (worker:" + std::to_string(process_) +
@@ -191,7 +206,9 @@ class HostFabric {
   std::size_t processes_ = 1, process_ = 0, world_ = 1, first_ = 0;
   std::string listen_;
   std::shared_ptr<::gloo::Context> context_;
-  std::uint32_t tag_ = 0;                                  // the communication thread's alone
+  std::uint32_t tag_ = 0;                                  // one reducing thread at a time
+  std::atomic<bool> failed_{false};
+  std::chrono::milliseconds stale_{1000};  // the liveness options' interval x missed beats
   std::unique_ptr<bootstrap::LivenessBoard> board_;        // the first process only
   std::unique_ptr<HostExchange> exchange_;                 // calls reduce() on its thread
   std::unique_ptr<bootstrap::LivenessReporter> reporter_;  // reads exchange_: destroyed first

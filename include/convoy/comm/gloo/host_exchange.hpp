@@ -105,13 +105,23 @@ class HostExchange {
     auto const deadline = std::chrono::steady_clock::now() + timeout_;
     for (auto const& [bucket, round] : started) {
       auto const& b = buckets_[bucket];
-      if (!done_.wait_until(lock, deadline, [&] { return error_ || b.done >= round; })) {
-        error_ = std::make_exception_ptr(TimeoutError(
-            "convoy: replica thread " + std::to_string(replica) + " waited " +
-            std::to_string(timeout_.count()) + " ms for the sum of gradient bucket " +
-            std::to_string(bucket) + "; a replica of this process or another process is late"));
-        work_.notify_all();
-        done_.notify_all();
+      while (!error_ && b.done < round) {
+        // Nobody is reducing and a bucket is ready: reduce it on this thread rather than wake
+        // the communication thread and wait for it (two context switches a bucket, 30% of a
+        // 1 MiB allreduce's time on 2 cores). One bucket at a time, in queue order, either way.
+        if (!running_ && !queue_.empty()) {
+          reduce_front(lock);
+          continue;
+        }
+        if (done_.wait_until(lock, deadline) == std::cv_status::timeout && !error_ &&
+            b.done < round) {
+          error_ = std::make_exception_ptr(TimeoutError(
+              "convoy: replica thread " + std::to_string(replica) + " waited " +
+              std::to_string(timeout_.count()) + " ms for the sum of gradient bucket " +
+              std::to_string(bucket) + "; a replica of this process or another process is late"));
+          work_.notify_all();
+          done_.notify_all();
+        }
       }
       if (error_) {
         started.clear();
@@ -121,43 +131,52 @@ class HostExchange {
     started.clear();
   }
 
+  // Takes the front bucket of the queue and reduces it with `lock` released: the local sum, the
+  // allreduce across the processes, the copies back. Called with `lock` held and !running_.
+  void reduce_front(std::unique_lock<std::mutex>& lock) {
+    std::size_t const bucket = queue_.front();
+    queue_.pop_front();
+    auto const spans = buckets_[bucket].spans;
+    running_ = true;
+    lock.unlock();
+    std::exception_ptr failed;
+    try {
+      auto const sum = spans[0];
+      for (std::size_t r = 1; r < spans.size(); ++r) {
+        if (spans[r].size() != sum.size()) {
+          throw Error("convoy: the replicas of this process handed bucket " +
+                      std::to_string(bucket) + " in with different sizes");
+        }
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += spans[r][i];
+      }
+      if (allreduce_) {
+        ++issued_;
+        allreduce_(sum);
+      }
+      for (std::size_t r = 1; r < spans.size(); ++r) std::ranges::copy(sum, spans[r].begin());
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    lock.lock();
+    running_ = false;
+    if (failed) {
+      if (!error_) error_ = failed;
+    } else {
+      ++buckets_[bucket].done;
+    }
+    done_.notify_all();
+    work_.notify_all();
+  }
+
   // The communication thread: buckets in the order their last replica started them, which is the
   // plan's order in every process, as the allreduce needs.
   void communicate(std::stop_token const& stop) {
+    std::unique_lock lock(mutex_);
     for (;;) {
-      std::size_t bucket = 0;
-      std::vector<std::span<float>> spans;
-      {
-        std::unique_lock lock(mutex_);
-        work_.wait(lock, [&] { return stop.stop_requested() || error_ || !queue_.empty(); });
-        if (stop.stop_requested() || error_) return;
-        bucket = queue_.front();
-        queue_.pop_front();
-        spans = buckets_[bucket].spans;
-      }
-      try {
-        auto const sum = spans[0];
-        for (std::size_t r = 1; r < spans.size(); ++r) {
-          if (spans[r].size() != sum.size()) {
-            throw Error("convoy: the replicas of this process handed bucket " +
-                        std::to_string(bucket) + " in with different sizes");
-          }
-          for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += spans[r][i];
-        }
-        if (allreduce_) {
-          ++issued_;
-          allreduce_(sum);
-        }
-        for (std::size_t r = 1; r < spans.size(); ++r) std::ranges::copy(sum, spans[r].begin());
-        std::lock_guard lock(mutex_);
-        ++buckets_[bucket].done;
-        done_.notify_all();
-      } catch (...) {
-        std::lock_guard lock(mutex_);
-        if (!error_) error_ = std::current_exception();
-        done_.notify_all();
-        return;
-      }
+      work_.wait(lock,
+                 [&] { return stop.stop_requested() || error_ || (!running_ && !queue_.empty()); });
+      if (stop.stop_requested() || error_) return;
+      reduce_front(lock);
     }
   }
 
@@ -170,6 +189,7 @@ class HostExchange {
   std::vector<Bucket> buckets_;
   std::deque<std::size_t> queue_;
   std::exception_ptr error_;
+  bool running_ = false;  // a thread is reducing a bucket: the next waits for it
   std::atomic<std::int64_t> issued_{0};
   std::vector<Port> ports_;
   std::jthread thread_;  // last: joined first
