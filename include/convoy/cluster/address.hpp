@@ -46,6 +46,13 @@ inline Address parse_address(std::string_view text, std::string_view source) {
   }
   if (out.host.empty()) fail("has an empty host");
   if (out.host.find_first_of(" \t\r\n") != std::string::npos) fail("has a space in its host");
+  // A NUL (or another control byte) would cut the name short where the resolver reads it, so
+  // that a task would serve or reach another host than the one the spec names.
+  for (char const c : out.host) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      fail("has a control character (byte " + std::to_string(static_cast<int>(c)) +
+           ") in its host");
+  }
   bool const digits = !rest.empty() && rest.find_first_not_of("0123456789") == rest.npos;
   if (!digits) fail("has port " + detail::quote(rest) + ", which is not a number");
   auto const port = detail::parse_count(rest);  // nullopt: too large even for int

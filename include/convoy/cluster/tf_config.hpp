@@ -22,6 +22,7 @@
 #include <rapidjson/error/en.h>
 #endif
 
+#include "../core/detail/json_nesting.hpp"
 #include "../core/error.hpp"
 #include "cluster.hpp"
 #include "detail/text.hpp"
@@ -71,6 +72,11 @@ inline void check_unique_keys(json::Value const& object, std::string const& wher
 inline Cluster parse_tf_config(std::string_view text) {
   namespace json = detail::json;
   using detail::quote;
+  if (!convoy::detail::JsonNesting{}.feed(text.data(), text.size())) {
+    throw ClusterError("convoy: TF_CONFIG nests arrays and objects more than " +
+                       std::to_string(convoy::detail::json_max_depth) +
+                       " levels deep; a cluster description needs 3, so it is damaged or not one");
+  }
   json::Document doc;
   doc.Parse<json::kParseNoFlags>(text.data(), text.size());
   if (doc.HasParseError()) {

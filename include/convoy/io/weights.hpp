@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/detail/json_nesting.hpp"
 #include "../core/error.hpp"
 #include "../core/tensor.hpp"
 #include "../core/variables.hpp"
@@ -82,41 +83,8 @@ void write_weights_file(std::ostream& out, std::vector<RecordView> const& record
   }
 }
 
-// Deepest nesting of JSON arrays and objects read. A weights file nests 4 deep ({"tensors":
-// [{"shape": [...]}]}). rapidjson, which cereal's JSON archive uses, parses recursively with no
-// limit, so a file of 200,000 '[' would overflow the stack instead of failing.
-inline constexpr std::size_t json_max_depth = 64;
-
-// Follows JSON text through any number of pieces, tracking how deep arrays and objects nest
-// outside strings. It does not validate the JSON; the parser does that once depth is known safe.
-struct JsonNesting {
-  std::size_t depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-
-  // False as soon as nesting passes json_max_depth.
-  bool feed(char const* text, std::size_t size) {
-    for (std::size_t i = 0; i < size; ++i) {
-      char const c = text[i];
-      if (in_string) {
-        if (escaped) {
-          escaped = false;
-        } else if (c == '\\') {
-          escaped = true;
-        } else if (c == '"') {
-          in_string = false;
-        }
-      } else if (c == '"') {
-        in_string = true;
-      } else if (c == '[' || c == '{') {
-        if (++depth > json_max_depth) return false;
-      } else if ((c == ']' || c == '}') && depth > 0) {
-        --depth;
-      }
-    }
-    return true;
-  }
-};
+using convoy::detail::json_max_depth;
+using convoy::detail::JsonNesting;
 
 // Without the "convoy: <source>" prefix, which read_named() adds.
 [[noreturn]] inline void json_too_deep() {

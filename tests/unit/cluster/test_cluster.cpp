@@ -384,13 +384,14 @@ TEST_CASE("resolve() takes the first source that applies") {
 
 TEST_CASE("local_rank() gives what from_environment() would, without resolving the cluster") {
   // Distinct local ranks per launcher, so the one taken shows which launcher applied.
-  Vars rest = merged(merged(merged(torchrun(3, 4, 2), open_mpi(2, 4, 2)), hydra(3, 4, 3)), srun(1, 1));
+  Vars rest =
+      merged(merged(merged(torchrun(3, 4, 2), open_mpi(2, 4, 2)), hydra(3, 4, 3)), srun(1, 1));
   auto const same = [](Vars const& vars) {
     INFO(vars.size(), " variables");
     CHECK(convoy::local_rank(Environment{vars}) == from_env(vars).local_rank);
   };
   same(merged(rest, {{"TF_CONFIG", tf_config_two_workers_one_ps}}));  // 0, whatever else is set
-  same(rest);  // torchrun: 1
+  same(rest);                                                         // torchrun: 1
   CHECK(convoy::local_rank(Environment{rest}) == 1);
   // Take away each launcher's variables in turn: Open MPI gives 2, PMI 3, Slurm 1, then none 0.
   std::vector<Strings> const launchers{{"RANK", "WORLD_SIZE"},
@@ -748,4 +749,25 @@ TEST_CASE("malformed descriptions: each message quotes the offending part and na
       CHECK(message.find(part) != std::string::npos);
     }
   }
+}
+
+TEST_CASE("a TF_CONFIG nested past any cluster's depth is refused, never parsed into a crash") {
+  // 130,000 '[' used to overflow the stack in the JSON parser: a segmentation fault in every
+  // program that resolved its cluster.
+  std::string const deep = "{\"cluster\": " + std::string(130'000, '[');
+  CHECK_THROWS_WITH_AS(Cluster::from_environment(Environment({{"TF_CONFIG", deep}})),
+                       doctest::Contains("TF_CONFIG nests arrays and objects more than 64 levels"),
+                       ClusterError);
+}
+
+TEST_CASE("a control character in a host name is refused, naming the byte") {
+  std::string const spec = std::string("{\"cluster\": {\"worker\": [\"host\\u0000evil:2222\"]}, ") +
+                           "\"task\": {\"type\": \"worker\", \"index\": 0}}";
+  CHECK_THROWS_WITH_AS(Cluster::from_environment(Environment({{"TF_CONFIG", spec}})),
+                       doctest::Contains("has a control character (byte 0) in its host"),
+                       ClusterError);
+  CHECK_THROWS_WITH_AS(convoy::parse_address(std::string("a\x01"
+                                                         "b:1"),
+                                             "test"),
+                       doctest::Contains("control character (byte 1)"), ClusterError);
 }

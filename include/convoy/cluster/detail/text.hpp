@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstddef>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,7 +21,17 @@ inline std::string quote(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);
   out += '"';
-  out += text;
+  for (char const c : text) {
+    // A control byte is shown, not sent: a NUL would end the message where C strings read it.
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof code, "\\x%02x",
+                    static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += code;
+    } else {
+      out += c;
+    }
+  }
   out += '"';
   return out;
 }
