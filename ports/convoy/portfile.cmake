@@ -25,6 +25,7 @@ set(VCPKG_BUILD_TYPE release)
 #   tensorboard
 #          CONVOY_ENABLE_TENSORBOARD=ON: convoy::tensorboard, a static library of what vcpkg's
 #          protoc generates, linked to vcpkg's protobuf.
+#   gloo   CONVOY_ENABLE_GLOO=ON (it brings zmq): convoy::gloo, with vcpkg's gloo.
 #   torch  CONVOY_ENABLE_TORCH=ON: convoy::torch, with vcpkg's libtorch (find_package(Torch)).
 # Each option is passed ON or OFF, never left to AUTO, so what is built never depends on what else
 # the machine has.
@@ -33,6 +34,7 @@ vcpkg_check_features(OUT_FEATURE_OPTIONS FEATURE_OPTIONS
     zmq         CONVOY_ENABLE_ZMQ
     cuda        CONVOY_ENABLE_CUDA
     nccl        CONVOY_ENABLE_NCCL
+    gloo        CONVOY_ENABLE_GLOO
     tensorboard CONVOY_ENABLE_TENSORBOARD
     torch       CONVOY_ENABLE_TORCH)
 
