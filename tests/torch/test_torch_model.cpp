@@ -2,15 +2,8 @@
 // step, replicas match one replica at the whole batch, BatchNorm's statistics follow the buffer
 // rule, weights travel by LibTorch's names both ways, checkpoints resume exactly, and a module of
 // another architecture is refused by name.
-// LibTorch first: Debian's build logs through glog, whose CHECK macros would replace doctest's.
-#include <convoy/torch/model.hpp>
-#undef CHECK
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LT
-#undef CHECK_LE
-#undef CHECK_GT
-#undef CHECK_GE
+#include <torch_first.hpp>  // before doctest: LibTorch's glog defines CHECK
+
 #include <doctest/doctest.h>
 #include <omp.h>
 

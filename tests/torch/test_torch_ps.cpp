@@ -2,14 +2,8 @@
 // workers on 1 and 2 shards match in-process Mirrored with 2 replicas step for step, BatchNorm's
 // running statistics included (the shards apply their change, not the optimizer). The program
 // starts itself once per task ("--task <scenario> <dir>") with its TF_CONFIG.
-#include <convoy/torch/model.hpp>
-#undef CHECK  // Debian's LibTorch logs through glog, whose CHECK macros would replace doctest's
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LT
-#undef CHECK_LE
-#undef CHECK_GT
-#undef CHECK_GE
+#include "torch_first.hpp"  // before doctest: LibTorch's glog defines CHECK
+
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
