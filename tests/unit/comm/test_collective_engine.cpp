@@ -279,3 +279,22 @@ TEST_CASE("the collective refuses backup replicas and logs where everything is")
   CHECK(log.str().find("net/layer1/kernel {12, 16} -> mirrored on /cpu:0, /cpu:0, /cpu:0") !=
         std::string::npos);
 }
+
+TEST_CASE("a learning rate changed between steps takes effect under the collective") {
+  // A schedule sets the rate from after_step, with every replica at rest; the replicas must read
+  // the rate then, not keep the one the run started with.
+  nn::Mlp const prototype({12, 24, 16, 3});
+  MirroredOver<Collective> collective(prototype, three);
+  collective.set_optimizer(optim::Sgd{.learning_rate = 0.1f});
+  auto plan = until(6);
+  std::vector<float> after_third;
+  plan.after_step = [&](StepReport const& r) {
+    if (r.global_step == 3) {
+      collective.set_learning_rate(0.0f);
+      after_third = collective.weights();
+    }
+    return true;
+  };
+  collective.run(plan);
+  CHECK(same_bits(collective.weights(), after_third));  // a rate of 0 from step 4 on
+}

@@ -64,18 +64,20 @@ class CollectiveReplica {
   using schedule = collective_schedule<Sync>;
 
  public:
-  /// `world_size`: the replicas the exchange reduces over. `slots`: this replica's optimizer state
+  /// `world_size`: the replicas the exchange reduces over. `optimizer`: the group's, read at each
+  /// step, so that a learning rate changed between steps (a schedule's callback, which runs with
+  /// every replica at rest) takes effect. `slots`: this replica's optimizer state
   /// (under Synchronous every replica's is the same, so the engine gives replica 0 the one it
   /// saves); its update count numbers the steps, so a later run goes on where this one stopped.
   CollectiveReplica(Model& model, Context ctx, BucketPlan const& plan, Exchange& exchange,
-                    std::size_t world_size, optim::Optimizer optimizer,
+                    std::size_t world_size, optim::Optimizer const& optimizer,
                     optim::OptimizerState& slots)
       : model_(&model),
         ctx_(ctx),
         exchange_(&exchange),
         reducer_(plan, model.variables().grads(), exchange),
         scale_(1.0f / static_cast<float>(world_size)),
-        optimizer_(optimizer),
+        optimizer_(&optimizer),
         slots_(&slots) {}
 
   /// One local step on `batch`; returns its loss. Blocks while the exchange does; throws what the
@@ -86,13 +88,13 @@ class CollectiveReplica {
     std::int64_t const update = slots_->updates + 1;
     if constexpr (schedule::averages_weights) {
       loss = forward_backward_in(*model_, batch, ctx_);
-      optimizer_.apply(ctx_, vars.weights(), vars.grads(), *slots_, 0, 1.0f, update);
+      optimizer_->apply(ctx_, vars.weights(), vars.grads(), *slots_, 0, 1.0f, update);
       if (update % schedule::period == 0) average_weights();
     } else {
       reducer_.begin_step();
       loss = forward_backward_reporting(*model_, batch, ctx_, reducer_.hook());
       reducer_.finish();
-      optimizer_.apply(ctx_, vars.weights(), vars.grads(), *slots_, 0, scale_, update);
+      optimizer_->apply(ctx_, vars.weights(), vars.grads(), *slots_, 0, scale_, update);
     }
     slots_->updates = update;
     return loss;
@@ -113,7 +115,7 @@ class CollectiveReplica {
   Exchange* exchange_;
   BucketReducer<Exchange> reducer_;
   float scale_;
-  optim::Optimizer optimizer_;
+  optim::Optimizer const* optimizer_;
   optim::OptimizerState* slots_;
 };
 
