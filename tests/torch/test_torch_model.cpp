@@ -2,8 +2,6 @@
 // step, replicas match one replica at the whole batch, BatchNorm's statistics follow the buffer
 // rule, weights travel by LibTorch's names both ways, checkpoints resume exactly, and a module of
 // another architecture is refused by name.
-#include <torch_first.hpp>  // before doctest: LibTorch's glog defines CHECK
-
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -13,10 +11,12 @@
 #include <cstddef>
 #include <helpers.hpp>
 #include <map>
+#include <sstream>
 #include <string>
 #include <synthetic.hpp>
 #include <temp_dir.hpp>
 #include <thread>
+#include <torch_first.hpp>  // before doctest: LibTorch's glog defines CHECK
 #include <vector>
 
 using namespace convoy;
@@ -315,4 +315,20 @@ TEST_CASE("a checkpointed run resumes exactly") {
   fit(4, (dir / "ckpt").string());
   auto const resumed = fit(8, (dir / "ckpt").string());
   CHECK(max_difference(straight, resumed) == 0.0f);
+}
+
+TEST_CASE(
+    "under place::Gpu the model computes on the host, saying why, or is refused when strict") {
+  std::ostringstream said;
+  auto* const previous = std::clog.rdbuf(said.rdbuf());
+  Strategy<Net, place::Gpu, comm::InProcess, sync::Synchronous> soft{make_model(false)};
+  std::clog.rdbuf(previous);
+  CHECK(said.str().find("libtorch::Model computes on the host") != std::string::npos);
+  CHECK(said.str().find("running on the host (/cpu:0) instead") != std::string::npos);
+  soft.set_optimizer(optim::Sgd{.learning_rate = 0.1f});
+  soft.run(run_of(2, 16, 1));
+  CHECK(soft.global_step() == 2);
+  CHECK_THROWS_WITH_AS((Strategy<Net, place::Gpu, comm::InProcess, sync::Synchronous>{
+                           make_model(false), {.strict = true}}),
+                       doctest::Contains("libtorch::Model computes on the host"), PlacementError);
 }

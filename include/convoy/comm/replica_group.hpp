@@ -39,6 +39,12 @@ class ReplicaGroup {
   /// `central` is set. Replica r's generator is reseeded from the prototype's so that replicas
   /// draw different streams. Throws PlacementError when the placement cannot be honoured.
   ReplicaGroup(Model prototype, Placement placement, bool central) : placement_(placement) {
+    // A model that computes on the host only tells a placement that could put it on a device,
+    // which then falls back to the host in one line, or refuses under strict placement.
+    if constexpr (requires { Model::device_refusal(); } &&
+                  requires { placement_.host_only_because; }) {
+      placement_.host_only_because = Model::device_refusal();
+    }
     if constexpr (requires { placement_.resolve(); }) placement_.resolve();
     auto const count = static_cast<std::size_t>(std::max(1, placement_.replica_count()));
     std::uint64_t const base_seed = prototype.variables().rng()();

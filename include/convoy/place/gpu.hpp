@@ -32,6 +32,10 @@ struct Gpu {
   int device = -1;
   bool strict = false;  ///< true: throw PlacementError instead of falling back to the host
   bool log_placement = false;
+  /// Set by the replica group before resolve() when the model cannot compute on a device
+  /// (libtorch::Model, whose modules stay on the CPU): the reason resolve() gives for running on
+  /// the host. Leave it empty.
+  std::string host_only_because{};
 
   /// The device asked for: `device`, or the local rank when it is -1. Throws ClusterError when the
   /// launcher's local-rank variable is malformed.
@@ -51,6 +55,11 @@ struct Gpu {
   /// strict placement.
   void resolve() {
     int const gpu = ordinal();
+    if (!host_only_because.empty()) {
+      fall_back(gpu, host_only_because);
+      resolved.emplace(exec::Cuda::host());
+      return;
+    }
     int const count = exec::cuda::device_count();
     if (gpu < count) {
       resolved.emplace(gpu);
@@ -78,7 +87,10 @@ struct Gpu {
 
   /// Called once when a strategy is built: this build cannot honour the placement, so say so once
   /// and run on the host, or throw PlacementError under strict placement.
-  void resolve() const { fall_back(ordinal(), "this build has no CUDA backend"); }
+  void resolve() const {
+    fall_back(ordinal(),
+              host_only_because.empty() ? "this build has no CUDA backend" : host_only_because);
+  }
 #endif
 
   friend bool operator==(Gpu const&, Gpu const&) = default;

@@ -111,6 +111,15 @@ class Model {
   Variables& variables() { return vars_; }
   Variables const& variables() const { return vars_; }
 
+  /// Why this model computes on the host whatever the placement: its modules stay on the CPU. A
+  /// GPU placement (place::Gpu) hears it before it resolves, and falls back to the host in one line
+  /// or refuses under strict placement.
+  static std::string device_refusal() {
+    return ::torch::cuda::is_available()
+               ? "libtorch::Model computes on the host only for now"
+               : "libtorch::Model computes on the host: this LibTorch has no CUDA";
+  }
+
   /// The module, whose parameters view this model's weights. Use it to inspect or to run the
   /// module yourself; changing its parameters' shapes or devices breaks the views.
   Net const& net() const { return net_; }
