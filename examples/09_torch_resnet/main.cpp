@@ -18,6 +18,7 @@
 //         ends at once with one line on stderr and exit status 2; an error while training, with
 //         status 1.
 #include <chrono>
+#include <convoy/comm/gloo.hpp>
 #include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
 #include <convoy/torch/model.hpp>
@@ -60,7 +61,9 @@ struct Options {
 constexpr std::string_view usage = R"(usage: torch_resnet [options]
   --strategy NAME       mirrored (place::Mirrored), central (place::CentralStorage), both
                         comm::InProcess and sync::Synchronous; ps-sync or ps-async
-                        (place::Sharded<>, comm::ZmqPs), every task started by
+                        (place::Sharded<>, comm::ZmqPs); multiworker (place::Mirrored,
+                        comm::Gloo, sync::Synchronous: worker processes, no ps, one replica
+                        each unless --replicas); every task of a cluster started by
                         tools/convoy-launch, TF_CONFIG or a launcher  (default mirrored)
   --batch N             global batch, split evenly over the replicas (default 128)
   --replicas N          replicas, one thread each, 0..64; 0: one per core (default 0)
@@ -87,8 +90,9 @@ Options parse(int argc, char** argv) {
   };
   examples::parse_flags(argc, argv, usage, [&](std::string_view flag, std::string_view v) {
     if (flag == "--strategy") {
-      if (v != "mirrored" && v != "central" && v != "ps-sync" && v != "ps-async")
-        bad_value(flag, v, "expected mirrored, central, ps-sync or ps-async");
+      if (v != "mirrored" && v != "central" && v != "ps-sync" && v != "ps-async" &&
+          v != "multiworker")
+        bad_value(flag, v, "expected mirrored, central, ps-sync, ps-async or multiworker");
       o.strategy = v;
     } else if (flag == "--batch") {
       o.batch = parse_integer<std::size_t>(flag, v, 1, 1 << 20, "expected a whole number >= 1");
@@ -138,7 +142,9 @@ Options parse(int argc, char** argv) {
       convoy::callbacks::metrics_format_for(o.metrics);
       convoy::io::require_writable_file(o.metrics, "metrics file", false);
     });
-  if (o.replicas == 0) {  // one per core, lowered until it divides the batch
+  if (o.replicas == 0 && o.strategy == "multiworker") {
+    o.replicas = 1;              // the worker processes share the cores
+  } else if (o.replicas == 0) {  // one per core, lowered until it divides the batch
     o.replicas = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     while (o.batch % static_cast<std::size_t>(o.replicas) != 0) --o.replicas;
   } else if (o.batch % static_cast<std::size_t>(o.replicas) != 0) {
@@ -258,6 +264,14 @@ int dispatch(Options const& o) {
     using Strategy =
         convoy::Strategy<Model, place::CentralStorage, comm::InProcess, sync::Synchronous>;
     return train(o, Strategy{make_model(o.seed), {.replicas = o.replicas}}, true);
+  }
+  if (o.strategy == "multiworker") {
+#if defined(CONVOY_WITH_GLOO)
+    using Strategy = convoy::Strategy<Model, place::Mirrored, comm::Gloo, sync::Synchronous>;
+    return train(o, Strategy{make_model(o.seed), threads}, true);
+#else
+    bad_value("--strategy", o.strategy, "this build has no convoy::gloo (libgloo-dev)");
+#endif
   }
   if (o.strategy == "ps-sync") {
     using Strategy = convoy::Strategy<Model, place::Sharded<>, comm::ZmqPs, sync::Synchronous>;
