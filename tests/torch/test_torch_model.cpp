@@ -2,6 +2,9 @@
 // step, replicas match one replica at the whole batch, BatchNorm's statistics follow the buffer
 // rule, weights travel by LibTorch's names both ways, checkpoints resume exactly, and a module of
 // another architecture is refused by name.
+// clang-format off
+#include <torch_first.hpp>  // before doctest: LibTorch's glog defines CHECK
+// clang-format on
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -16,7 +19,6 @@
 #include <synthetic.hpp>
 #include <temp_dir.hpp>
 #include <thread>
-#include <torch_first.hpp>  // before doctest: LibTorch's glog defines CHECK
 #include <vector>
 
 using namespace convoy;
