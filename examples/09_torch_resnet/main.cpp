@@ -233,8 +233,9 @@ int train(Options const& o, Strategy strategy, bool decay) {
     std::cout << "weights saved to " << o.save_weights << " (LibTorch's names)\n";
   }
   double const per_step = reports ? compute_seconds / static_cast<double>(reports) : 0.0;
-  double const step_wall =
-      result.global_step ? result.seconds / static_cast<double>(result.global_step) : 0.0;
+  // Per step of this task's own (a cluster's worker hears only of its own updates; under
+  // Asynchronous the global step counts every worker's).
+  double const step_wall = reports ? result.seconds / static_cast<double>(reports) : 0.0;
   std::cout << std::fixed << std::setprecision(1) << "where the time went: " << load_seconds
             << " s reading the data, " << result.seconds
             << " s training (a step: " << per_step * 1e3
