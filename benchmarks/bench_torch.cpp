@@ -10,8 +10,6 @@
 // Run: build/benchmarks/bench_torch [--repeats N] [--steps N] [--quick] [--csv PATH] [--json PATH]
 #include <convoy/torch/model.hpp>
 // (LibTorch first: its logging defines CHECK macros, which no convoy header uses.)
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <convoy/convoy.hpp>
@@ -118,11 +116,8 @@ bench::Record bench_net(io::Dataset const& data, std::string const& name,
       [&] { return independent_pair(data, make, batch, steps); },
       [&] { return with_strategy(data, make, two, batch, steps); },
       [&] { return with_strategy(data, make, two, batch, steps, 2); }};
-  for (int r = 0; r < repeats; ++r) {
-    for (std::size_t f = 0; f < figures.size(); ++f) {
-      figures[f].samples_per_second = std::max(figures[f].samples_per_second, runs[f]());
-    }
-  }
+  auto const best = bench::best_of(runs, repeats);
+  for (std::size_t f = 0; f < figures.size(); ++f) figures[f].samples_per_second = best[f];
   double const plain = figures[0].samples_per_second, pair = figures[2].samples_per_second;
   std::printf("%s, %zu rows a replica, %lld steps, best of %d\n", name.c_str(), batch,
               static_cast<long long>(steps), repeats);

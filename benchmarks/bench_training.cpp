@@ -94,7 +94,6 @@ bench::Record bench_model(io::Dataset const& data, std::string const& source, Mo
   std::vector<std::size_t> const sizes{784, m.hidden, 10};
   auto const steps = m.steps;
   auto const batch = m.batch;
-  // Best of `repeats` for each configuration, interleaved so drifts in machine speed hit all alike.
   std::vector<Figure> figures{{"plain loop", "plain_loop", 1, 0},
                               {"Host", "host", 1, 0},
                               {"Host, B/2", "host_half_batch", 1, 0},
@@ -120,11 +119,8 @@ bench::Record bench_model(io::Dataset const& data, std::string const& source, Mo
                              sync::Synchronous{.replicas_to_aggregate = 1});
       },
       [&] { return independent_pair(data, sizes, batch, steps); }};
-  for (int r = 0; r < repeats; ++r) {
-    for (std::size_t f = 0; f < figures.size(); ++f) {
-      figures[f].samples_per_second = std::max(figures[f].samples_per_second, runs[f]());
-    }
-  }
+  auto const best = bench::best_of(runs, repeats);
+  for (std::size_t f = 0; f < figures.size(); ++f) figures[f].samples_per_second = best[f];
   double const plain = figures[0].samples_per_second, one = figures[1].samples_per_second;
   // Two references for one replica: the same global batch (what two lock-step replicas must equal
   // in result), and the same rows per replica as each of two (B/2: what two replicas that never

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -17,6 +18,16 @@
 #include "options.hpp"
 
 namespace convoy::bench {
+
+/// Runs each of `runs` `repeats` times, interleaved so that drifts in the machine's speed hit all
+/// alike; the best (largest) figure of each, in order.
+inline std::vector<double> best_of(std::vector<std::function<double()>> const& runs, int repeats) {
+  std::vector<double> best(runs.size(), 0.0);
+  for (int r = 0; r < repeats; ++r) {
+    for (std::size_t f = 0; f < runs.size(); ++f) best[f] = std::max(best[f], runs[f]());
+  }
+  return best;
+}
 
 /// A field's value: text, a count, or a measurement (NaN or infinity is written as null / empty).
 using Scalar = std::variant<std::string, std::int64_t, double>;

@@ -19,6 +19,7 @@
 
 #include "cluster_model.hpp"
 #include "processes.hpp"
+#include "task_checks.hpp"
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
 
@@ -115,14 +116,7 @@ std::string program;
 std::vector<testing::Task> run_cluster(std::string const& scenario, std::filesystem::path const& dir,
                                        int ps, int workers, std::string const& launcher = {}) {
   auto const tasks = testing::run_cluster(program, scenario, dir, ps, workers, launcher);
-  for (auto const& t : tasks) {
-    if (t.status != 0) {
-      std::ifstream in(t.log);
-      std::cout << "---- " << t.job << ":" << t.index << " (status " << t.status << ")\n"
-                << in.rdbuf() << "\n";
-    }
-    CHECK_MESSAGE(t.status == 0, t.job << ":" << t.index << " ended with status " << t.status);
-  }
+  testing::check_tasks_succeeded(tasks);
   return tasks;
 }
 

@@ -20,6 +20,7 @@
 
 #include "cluster_model.hpp"
 #include "processes.hpp"
+#include "task_checks.hpp"
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
 
@@ -132,16 +133,7 @@ std::vector<testing::Task> run_cluster(std::string const& scenario,
                                        std::filesystem::path const& dir, int workers,
                                        bool expect_success = true) {
   auto const tasks = testing::run_cluster(program, scenario, dir, 0, workers, {}, 120s);
-  for (auto const& t : tasks) {
-    if (t.status != 0 && expect_success) {
-      std::ifstream in(t.log);
-      std::cout << "---- " << t.job << ":" << t.index << " (status " << t.status << ")\n"
-                << in.rdbuf() << "\n";
-    }
-    if (expect_success) {
-      CHECK_MESSAGE(t.status == 0, t.job << ":" << t.index << " ended with status " << t.status);
-    }
-  }
+  if (expect_success) testing::check_tasks_succeeded(tasks);
   return tasks;
 }
 

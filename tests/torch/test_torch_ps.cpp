@@ -15,6 +15,7 @@
 #include <string>
 
 #include "processes.hpp"
+#include "task_checks.hpp"
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
 
@@ -123,14 +124,7 @@ TEST_CASE("a LibTorch model: synchronous PS with 2 workers matches Mirrored, buf
     CAPTURE(shards);
     testing::TempDir dir("torch-ps");
     auto const tasks = testing::run_cluster(program, "sync", dir.path, shards, 2);
-    for (auto const& t : tasks) {
-      if (t.status != 0) {
-        std::ifstream in(t.log);
-        std::cout << "---- " << t.job << ":" << t.index << " (status " << t.status << ")\n"
-                  << in.rdbuf() << "\n";
-      }
-      CHECK_MESSAGE(t.status == 0, t.job << ":" << t.index << " ended with status " << t.status);
-    }
+    testing::check_tasks_succeeded(tasks);
     auto const chief = read_result(dir / "chief.txt");
     REQUIRE(chief.losses.size() == expected.size());
     for (std::size_t i = 0; i < expected.size(); ++i) {

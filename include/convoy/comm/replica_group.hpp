@@ -199,7 +199,9 @@ class ReplicaGroup {
     s.slots = optim::named_slots(optimizer_, slots_, layout());
     s.optimizer_updates = slots_.updates;
     s.counters = counters_;
-    if (at_rest_) {
+    // Generators only when the counters count exactly these replicas: in a run that spans
+    // processes (count_replicas) the others' generators are not here, and a restore starts afresh.
+    if (at_rest_ && counted_replicas() == size()) {
       for (auto const& r : replicas_) {
         std::ostringstream text;
         text << r->variables().rng();

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -95,7 +96,7 @@ class Model {
   }
 
   /// A new module from the same factory, with `other`'s values (copied by name) in arenas of its
-  /// own. Throws Error naming the difference when the factory now builds another architecture.
+  /// own. Throws LoadError naming the difference when the factory now builds another architecture.
   Model(Model const& other)
       : factory_(other.factory_),
         options_(other.options_),
@@ -249,43 +250,24 @@ class Model {
   }
 
   // Matches the new module's parameters and buffers to the variables by name and makes the
-  // parameters views of the arenas; hooks report their gradients.
+  // parameters views of the arenas; hooks report their gradients. Throws LoadError naming every
+  // unknown, missing and mis-shaped tensor when the factory built another architecture.
   void adopt() {
-    std::string unknown, missing, misshaped;
-    auto append = [](std::string& list, std::string const& name) {
-      list += (list.empty() ? "'" : ", '") + name + "'";
+    struct Shaped {
+      Shape shape;
     };
-    std::vector<char> found(vars_.size(), 0);
-    auto match = [&](std::string const& name, ::torch::Tensor const& t, bool trainable) {
-      auto id = vars_.find(name);
-      if (!id || vars_[*id].trainable != trainable)
-        return append(unknown, name), std::optional<VariableId>{};
-      found[id->index] = 1;
-      if (vars_[*id].shape != shape_of(t))
-        return append(misshaped, name), std::optional<VariableId>{};
-      return id;
-    };
+    std::map<std::string, Shaped> built;
+    for (auto const& item : module().named_parameters())
+      built.emplace(item.key(), Shaped{shape_of(item.value())});
+    for (auto const& item : module().named_buffers())
+      built.emplace(item.key(), Shaped{shape_of(item.value())});
+    vars_.check_names(built, "the module the LibTorch factory built");
     params_.clear();
     buffers_.clear();
-    for (auto const& item : module().named_parameters()) {
-      if (auto id = match(item.key(), item.value(), true)) params_.emplace_back(*id, item.value());
-    }
-    for (auto const& item : module().named_buffers()) {
-      if (auto id = match(item.key(), item.value(), false))
-        buffers_.emplace_back(*id, item.value());
-    }
-    for (std::size_t i = 0; i < found.size(); ++i) {
-      if (!found[i]) append(missing, vars_.list()[i].name);
-    }
-    if (!unknown.empty() || !missing.empty() || !misshaped.empty()) {
-      std::string message =
-          "convoy: the LibTorch factory built a module that differs from the "
-          "model it copies";
-      if (!unknown.empty()) message += "; unknown: " + unknown;
-      if (!missing.empty()) message += "; missing: " + missing;
-      if (!misshaped.empty()) message += "; mis-shaped: " + misshaped;
-      throw Error(message);
-    }
+    for (auto const& item : module().named_parameters())
+      params_.emplace_back(vars_.at(item.key()), item.value());
+    for (auto const& item : module().named_buffers())
+      buffers_.emplace_back(vars_.at(item.key()), item.value());
     bound_weights_ = nullptr;
     bind();
     for (auto& [id, param] : params_) {

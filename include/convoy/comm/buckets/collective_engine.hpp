@@ -94,13 +94,9 @@ class CollectiveState {
   void set_optimizer(optim::Optimizer optimizer) { group_.set_optimizer(optimizer); }
   void set_learning_rate(float rate) { group_.set_learning_rate(rate); }
   void read_weights(std::span<float> out) const { group_.read_weights(out); }
-  /// This process's state by name, with the counters of the whole run. Generators are left out
-  /// when other processes hold replicas too: theirs are not here, and a restore starts them afresh.
-  Snapshot snapshot() const {
-    auto s = group_.snapshot();
-    if (s.generators.size() != s.counters.local_steps.size()) s.generators.clear();
-    return s;
-  }
+  /// This process's state by name, with the counters of the whole run (and no generators when
+  /// other processes hold replicas too: ReplicaGroup::snapshot).
+  Snapshot snapshot() const { return group_.snapshot(); }
   /// Restores this process's replicas. At the next run every process takes replica 0's state, so
   /// restoring on the chief alone is enough.
   void restore(Snapshot const& snapshot) { group_.restore(snapshot); }

@@ -136,7 +136,8 @@ class HostExchange {
   void reduce_front(std::unique_lock<std::mutex>& lock) {
     std::size_t const bucket = queue_.front();
     queue_.pop_front();
-    auto const spans = buckets_[bucket].spans;
+    // Read without the lock: no replica hands this bucket's next round in before this one is done.
+    auto const& spans = buckets_[bucket].spans;
     running_ = true;
     lock.unlock();
     std::exception_ptr failed;
