@@ -397,15 +397,17 @@ template <class Strategy>
 int train(Options const& o, convoy::Trainer<Strategy>& trainer, Data const& data) {
   using Placement = typename Strategy::placement_type;
   using Sync = typename Strategy::sync_type;
+  if (trainer.strategy().serves()) {  // a parameter server: fit serves until every worker is done
+    std::cout << "convoy " << convoy::version << ": serving a shard of the model's variables to "
+              << trainer.strategy().replicas() << " worker(s), strategy " << o.strategy.text
+              << "\n";
+    trainer.fit(data.train, {.steps = o.steps, .epochs = o.epochs, .batch_size = o.batch});
+    return 0;
+  }
   std::cout << "convoy " << convoy::version << ": training " << data.train.name << " ("
             << data.train.rows() << " examples) on " << trainer.strategy().replicas()
             << " replica(s), batch " << o.batch << ", strategy " << o.strategy.text << " ("
             << Placement::name << ", " << Strategy::comm_type::name << ", " << Sync::name << ")\n";
-
-  if (trainer.strategy().serves()) {  // a parameter server: serve until every worker is done
-    trainer.fit(data.train, {.steps = o.steps, .epochs = o.epochs, .batch_size = o.batch});
-    return 0;
-  }
   convoy::FitOptions fit{.steps = o.steps,
                          .epochs = o.epochs,
                          .batch_size = o.batch,

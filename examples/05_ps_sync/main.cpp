@@ -90,8 +90,6 @@ int run(Options const& o) {
                                           .batch_size = 100,
                                           .log_every = o.log_every,
                                           .log_format = convoy::LogFormat::tensorflow});
-  if (trainer.strategy().serves()) return 0;  // a ps: it served until every worker said goodbye
-
   if (!trainer.strategy().chief()) return 0;
   // The chief reports the ps's counters: how many of each worker's gradients went into a step.
   auto const& applied = trainer.strategy().counters().local_steps;

@@ -59,7 +59,7 @@ int run(Options const& o) {
                                           .batch_size = 100,
                                           .log_every = o.log_every,
                                           .log_format = convoy::LogFormat::tensorflow});
-  if (trainer.strategy().serves() || !trainer.strategy().chief()) return 0;
+  if (!trainer.strategy().chief()) return 0;
 
   // The chief reports the ps's counters: each worker's steps, and the global step, their sum.
   auto const& steps = trainer.strategy().counters().local_steps;

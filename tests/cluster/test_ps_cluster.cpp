@@ -54,7 +54,8 @@ int run_task(Sync sync, std::filesystem::path const& dir, Flags const& flags) {
   auto const cluster = Cluster::from_environment();
   SlowMlp m;
   if (cluster.worker_rank() == slow_rank) m.sleep_ms = slow_ms;
-  Trainer<S> trainer{S{m, {}, comm::ZmqPs{.connect_timeout = std::chrono::seconds(20)}, sync},
+  Trainer<S> trainer{S{m, {}, comm::ZmqPs{.connect_timeout = std::chrono::seconds(20),
+                                   .exit_after_serving = false}, sync},
                      optimizer()};
   auto const train = data();
   std::ofstream losses(dir / ("losses-" + cluster.job + std::to_string(cluster.index) + ".txt"));

@@ -53,7 +53,7 @@ int run_task(Sync sync, std::filesystem::path const& dir) {
   auto const cluster = Cluster::from_environment();
   SlowMlp model;
   model.sleep_ms = step_sleep_ms;
-  Trainer<S> trainer{S{model, {}, comm::ZmqPs{.connect_timeout = sync.timeout}, sync}, optimizer()};
+  Trainer<S> trainer{S{model, {}, comm::ZmqPs{.connect_timeout = sync.timeout, .exit_after_serving = false}, sync}, optimizer()};
   auto const train = data();
   // Each step's global step, for the test to time its kills by (after that step's checkpoint).
   std::ofstream progress(dir / ("steps-" + cluster.job + std::to_string(cluster.index) + ".txt"));

@@ -73,7 +73,7 @@ int run_task(Sync sync, Scenario const& s, std::filesystem::path const& dir) {
   auto const me = cluster.job + std::to_string(cluster.index);
   SlowMlp m;
   m.sleep_ms = s.sleep_ms;
-  Trainer<S> trainer{S{m, {}, comm::ZmqPs{.connect_timeout = 20s}, sync}, optim::Adam{0.01f}};
+  Trainer<S> trainer{S{m, {}, comm::ZmqPs{.connect_timeout = 20s, .exit_after_serving = false}, sync}, optim::Adam{0.01f}};
   std::ofstream steps(dir / ("steps-" + me + "-" + std::to_string(::getpid()) + ".txt"));
   trainer.fit(data(), {.steps = s.steps,
                        .batch_size = batch_size,

@@ -36,12 +36,18 @@ struct ZmqPs {
   /// ZeroMQ heartbeats: a ps task and a worker notice a peer silent this long (a stopped process,
   /// a cut network), drop its connection and log it by role and index; 0: off.
   std::chrono::milliseconds heartbeat{0};
+  /// A ps task's run() (Trainer::fit) ends its process with status 0 once its shard is done (every
+  /// worker said goodbye), as TensorFlow's server.join() never returns: the code after fit, which
+  /// evaluates and saves a model the ps task holds one shard of, runs on the workers only, so one
+  /// program serves every task. false: run() returns on the ps task too (its counters() are the
+  /// shard's), and reading or writing the weights there throws Error.
+  bool exit_after_serving = true;
 
   template <class Model, class Placement, class Sync>
   using engine = zmq_ps::Engine<Model, Placement, Sync>;
 
   zmq_ps::Options options() const {
-    return {cluster, connect_timeout, bind_host, log, security, heartbeat};
+    return {cluster, connect_timeout, bind_host, log, security, heartbeat, exit_after_serving};
   }
 };
 static_assert(communication_policy<ZmqPs>);

@@ -238,6 +238,16 @@ class Client {
         if (!lost_at[s]) lost_at[s] = clock::now();
       }
       if (!starting) check_returned();
+      // A goodbye to a shard that is gone: it already left, its run over (this worker's process
+      // said goodbye from another Trainer first); nothing waits for this one.
+      if (op_ == Op::bye) {
+        for (std::size_t s = 0; s < shards(); ++s) {
+          if (done[s] || down_since_[s] < 0) continue;
+          done[s] = 1;
+          --left;
+        }
+        if (left == 0) break;
+      }
       for (std::size_t i = 0; i < items.size(); ++i) {
         if (!(items[i].revents & ZMQ_POLLIN)) continue;
         auto const s = which[i];

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -52,6 +53,7 @@ struct Options {
   std::ostream* log = &std::clog;
   Security security{};
   std::chrono::milliseconds heartbeat{0};
+  bool exit_after_serving = true;
 };
 
 /// "tcp://host:port" for a "host:port" address, with the host replaced by `host` when given.
@@ -144,6 +146,7 @@ class Engine {
     Cluster const& cluster() const { return cluster_; }
     place::ShardMap const& shard_map() const { return *map_; }
     bool serves() const { return cluster_.is_ps(); }
+    bool exits_after_serving() const { return options_.exit_after_serving; }
     std::size_t rank() const { return static_cast<std::size_t>(cluster_.worker_rank()); }
 
     /// Workers: the sampler splits the data over them (this worker's slice is its rank's).
@@ -385,7 +388,9 @@ class Engine {
     void refuse_on_ps(char const* what) const {
       if (cluster_.is_ps()) {
         throw Error(std::string("convoy: a ps task holds one shard and cannot ") + what +
-                    "; do it on a worker (the chief writes checkpoints)");
+                    "; do it on a worker (the chief writes checkpoints). With ZmqPs::exit_after_serving "
+                    "(the default) a ps task's fit ends its process, and the code after it runs "
+                    "on the workers only");
       }
     }
 
@@ -588,6 +593,11 @@ class Engine {
   void run(RunPlan const& plan) {
     if (state_->serves()) {
       state_->serve();
+      if (state_->exits_after_serving()) {
+        // Errors threw above: only a shard every worker finished with ends here. std::exit
+        // flushes the streams; nothing of convoy's is left running on this task.
+        std::exit(EXIT_SUCCESS);
+      }
     } else {
       state_->train(plan);
     }

@@ -657,6 +657,7 @@ class Shard {
     // A gradient for a step already applied is late whatever comes next (admit() drops it below);
     // one for the open step, when too few workers are left to complete it, ends the run.
     if (step_unreachable() && h.tag >= rules_.open_step()) {
+      say_step_ends(0, 1);
       last_push_[w] = {h.sequence, Status::stopped};
       reply(frames[0], h, Status::stopped, {});
       return;
@@ -823,11 +824,13 @@ class Shard {
     return voided;
   }
 
-  // The open step can never complete: drop what it summed and tell its waiting workers.
+  // The open step can never complete: drop what it summed and tell its waiting workers. Said in
+  // the log only when it drops something: at a clean finish the first goodbye leaves the open step
+  // short of workers too, with nothing in it.
   void stop_waiting_pushes() {
-    if constexpr (requires { rules_.discard(); }) {
-      counters_.dropped += static_cast<std::int64_t>(rules_.discard());
-    }
+    std::size_t discarded = 0, stopped = 0;
+    if constexpr (requires { rules_.discard(); }) discarded = rules_.discard();
+    counters_.dropped += static_cast<std::int64_t>(discarded);
     std::fill(sum_.begin(), sum_.end(), 0.0f);
     loss_sum_ = 0.0f;
     for (std::size_t i = 0; i < waiting_.size();) {
@@ -841,12 +844,18 @@ class Shard {
       h.sequence = waiting_[i].sequence;
       reply(waiting_[i].peer, h, Status::stopped, {});
       waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+      ++stopped;
     }
-    if (options_.log) {
-      *options_.log << "convoy: " << name() << " ends the open step: " << live_workers()
-                    << " worker(s) left, fewer than the " << rules_.gradients_per_update()
-                    << " it needs" << std::endl;
-    }
+    if (discarded > 0 || stopped > 0) say_step_ends(discarded, stopped);
+  }
+  // Once a run: later pushes for the open step are told to stop without a line each.
+  void say_step_ends(std::size_t discarded, std::size_t stopped) {
+    if (said_step_ends_ || !options_.log) return;
+    said_step_ends_ = true;
+    *options_.log << "convoy: " << name() << " ends the open step: " << live_workers()
+                  << " worker(s) left, fewer than the " << rules_.gradients_per_update()
+                  << " it needs; " << discarded << " gradient(s) dropped, " << stopped
+                  << " worker(s) told to stop" << std::endl;
   }
 
   // Answers every waiting request the rules now allow.
@@ -1033,6 +1042,7 @@ class Shard {
   std::vector<LastPush> last_push_ = std::vector<LastPush>(options_.workers);
   std::map<int, Peer> peers_;   ///< connections by file descriptor
   std::set<std::string> closed_;  ///< identities of lost workers' closed connections
+  bool said_step_ends_ = false;  ///< stop_waiting_pushes() logged
   std::int64_t largest_lead_ = 0;  ///< bounded staleness: the most clocks a released worker led by
   zmq::socket_t* socket_ = nullptr;
   std::vector<std::vector<zmq::message_t>>* outbox_ = nullptr;  ///< handle_message()'s answers
