@@ -113,6 +113,7 @@ TEST_CASE("a shard names the worker that went silent, within its heartbeat, and 
     CHECK(ask(hello(1)).status == Status::ok);  // still served
     Header bye;
     bye.op = Op::bye;
+    bye.fingerprint = fp;
     for (std::uint32_t w : {0u, 1u}) {
       bye.worker = w;
       CHECK(ask(bye).status == Status::ok);

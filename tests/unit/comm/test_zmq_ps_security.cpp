@@ -328,9 +328,10 @@ TEST_CASE("a CURVE shard refuses unauthorized workers fast, logs and counts them
         std::chrono::seconds(20));
     CHECK(replies[0].header.status == Status::ok);
     replies = client.exchange(
-        [](std::size_t) {
+        [&](std::size_t) {
           Header h;
           h.op = Op::bye;
+          h.fingerprint = fp;
           return h;
         },
         {}, std::chrono::seconds(20), "to take its goodbye");

@@ -110,7 +110,7 @@ TEST_CASE("a header claiming a huge list or text is refused before anything is a
                        ProtocolError);
 }
 
-TEST_CASE("a shard answers malformed messages with an error, counts them and keeps serving") {
+TEST_CASE("a shard counts malformed messages, answers those of its protocol, and keeps serving") {
   nn::Mlp model({6, 4, 3});
   auto const map = place::GreedyBySize{}.assign(model.variables(), 1);
   auto const pieces = map.pieces_of(0);
@@ -141,11 +141,14 @@ TEST_CASE("a shard answers malformed messages with an error, counts them and kee
   CHECK(fingerprint(pieces, optim::Optimizer(optim::Sgd{0.2f}), policy, 1, 1) != fp);
   CHECK(fingerprint(pieces, optimizer, sync::BoundedStaleness<1>{}, 1, 1) != fp);
 
+  // Junk gets no answer: a peer sending it fast would get as many answers back.
   std::vector<zmq::message_t> garbage;
   garbage.push_back(bytes("not a header"));
-  auto h = ask(std::move(garbage));
-  CHECK(h.status == Status::error);
-  CHECK(h.text.find("not convoy's protocol") != std::string::npos);
+  peer.send(garbage[0], zmq::send_flags::none);
+  peer.set(zmq::sockopt::rcvtimeo, 300);
+  zmq::message_t none;
+  CHECK(!peer.recv(none));
+  peer.set(zmq::sockopt::rcvtimeo, 10000);
 
   Header wrong = sample();
   wrong.op = Op::push;
@@ -153,7 +156,7 @@ TEST_CASE("a shard answers malformed messages with an error, counts them and kee
   wrong.frames = 0;
   std::vector<zmq::message_t> frames;
   frames.push_back(encode(wrong));
-  h = ask(std::move(frames));
+  auto h = ask(std::move(frames));
   CHECK(h.status == Status::error);
   CHECK(h.text.find("names worker 5") != std::string::npos);
 
@@ -195,11 +198,22 @@ TEST_CASE("a shard answers malformed messages with an error, counts them and kee
   bye.op = Op::bye;
   frames.clear();
   frames.push_back(encode(bye));
+  h = ask(std::move(frames));  // without the run's fingerprint: refused
+  CHECK(h.status == Status::error);
+  CHECK(h.text.find("another layout") != std::string::npos);
+  bye.fingerprint = fp;
+  frames.clear();
+  frames.push_back(encode(bye));
   h = ask(std::move(frames));
   CHECK(h.status == Status::ok);
   server.join();
-  CHECK(shard.malformed() == 4);
-  CHECK(log.str().find("4 malformed messages") != std::string::npos);
+  CHECK(shard.malformed() == 5);
+  auto const text = log.str();
+  CHECK(text.find("5 malformed messages") != std::string::npos);
+  // Each refusal is named by the peer's address; this peer's later ones within 10 s are summed.
+  CHECK(text.find("dropped a message: convoy: a peer of ps:0 sent") != std::string::npos);
+  CHECK(text.find("(from peer 127.0.0.1)") != std::string::npos);
+  CHECK(text.find("4 more refused message(s) from peer 127.0.0.1") != std::string::npos);
 }
 
 TEST_CASE("a worker whose parameter server never comes stops after its connect timeout, naming it") {
@@ -286,7 +300,7 @@ Header answer_header(std::vector<zmq::message_t> const& answer) {
 
 }  // namespace
 
-TEST_CASE("handle_message answers as serve() does: nothing to a lone frame, an error to too many") {
+TEST_CASE("handle_message answers as serve() does: nothing to a lone frame or junk, an error to too many") {
   Bench b;
   auto const policy = sync::Asynchronous{};
   auto shard = b.shard(policy, 1);
@@ -302,6 +316,16 @@ TEST_CASE("handle_message answers as serve() does: nothing to a lone frame, an e
   CHECK(h.status == Status::error);
   CHECK(h.text.find("has more than") != std::string::npos);
   CHECK(shard.malformed() == 1);
+  // Junk, of any number of frames, is counted and not answered.
+  std::vector<zmq::message_t> junk;
+  junk.push_back(bytes("peer"));
+  for (int i = 0; i < 20; ++i) junk.push_back(bytes("x"));
+  CHECK(shard.handle_message(std::move(junk)).empty());
+  junk.clear();
+  junk.push_back(bytes("peer"));
+  junk.push_back(bytes("123456"));
+  CHECK(shard.handle_message(std::move(junk)).empty());
+  CHECK(shard.malformed() == 3);
 }
 
 TEST_CASE("a push or pull after the worker's goodbye is refused and counted; the others go on") {

@@ -38,6 +38,7 @@
 #include "../../sync/rules.hpp"
 #include "heartbeat.hpp"
 #include "lost_worker.hpp"
+#include "peer_log.hpp"
 #include "security.hpp"
 #include "wire.hpp"
 
@@ -152,10 +153,11 @@ class Shard {
       socket.set(zmq::sockopt::zap_domain, "convoy");
     }
     socket.set(zmq::sockopt::linger, 0);
-    // An answer to a vanished worker fails at once; one to a worker that does not read fails after
-    // a second: either way the shard goes on serving the others.
+    // An answer to a vanished worker fails at once, and so does one to a peer that does not read
+    // its answers (its queue is full): it is dropped and counted, never waited for, so one such
+    // peer cannot slow the shard down for the others (send()).
     socket.set(zmq::sockopt::router_mandatory, 1);
-    socket.set(zmq::sockopt::sndtimeo, 1000);
+    socket.set(zmq::sockopt::sndtimeo, 0);
     // ZeroMQ drops a peer whose frame is larger than the largest this shard ever needs.
     std::size_t largest = max_header_bytes;
     for (auto const& p : pieces_) largest = std::max(largest, (p.end - p.begin) * sizeof(float));
@@ -228,6 +230,7 @@ class Shard {
     }
     ::zmq_socket_monitor(socket.handle(), nullptr, 0);
     socket_ = nullptr;
+    peer_log_.flush();
     if (!failure_.empty()) throw Error(failure_);
     if (options_.log) {
       *options_.log << "convoy: " << name() << " done: every worker said goodbye";
@@ -235,6 +238,7 @@ class Shard {
       *options_.log << " at global step "
                     << counters_.global_step << " (" << counters_.applied << " gradients applied, "
                     << counters_.dropped << " dropped, " << malformed_ << " malformed messages";
+      if (unsent_ > 0) *options_.log << ", " << unsent_ << " answers dropped unread";
       if (options_.security.keys) *options_.log << ", " << refused_ << " worker key(s) refused";
       *options_.log << ")";
       if constexpr (requires { rules_.lead(0); }) {
@@ -249,6 +253,8 @@ class Shard {
   std::int64_t refused() const { return refused_; }
   /// Connections of workers that had not said goodbye, lost (gone, or silent past heartbeats).
   std::int64_t lost() const { return lost_; }
+  /// Answers dropped because their peer did not read them (its queue was full).
+  std::int64_t unsent() const { return unsent_; }
   /// Pushes and pulls a worker sent again after losing its connection: answered, never applied
   /// twice.
   std::int64_t resent() const { return resent_; }
@@ -433,15 +439,52 @@ class Shard {
   }
 
   // One received message, of which at most most_frames() were kept (`too_many`: there were more).
+  // Only a message whose header is convoy's is answered: junk gets no answer (a peer sending it
+  // as fast as it can would otherwise get as many answers back), only a count and a line per peer
+  // and interval (PeerLog), which names the peer by its address.
   void dispatch(std::vector<zmq::message_t>& frames, bool too_many) {
     if (frames.size() < 2) return;  // not a worker's message: drop it
+    sender_ = {frames[0].to_string(), peer_address(frames[1])};
     if (too_many) {
+      std::string const why = "convoy: a message to " + name() + " has more than " +
+                              std::to_string(most_frames() - 1) + " frames";
       ++malformed_;
-      reply_error(frames[0], Header{}, "convoy: a message to " + name() + " has more than " +
-                                           std::to_string(most_frames() - 1) + " frames");
+      peer_log_.note(sender_.address, "refused message(s)", "dropped a message: " + why);
+      try {
+        Header const h = decode(frames[1], "a peer of " + name());
+        reply_error(frames[0], h, why);
+      } catch (ProtocolError const&) {  // not convoy's protocol: no answer
+      }
       return;
     }
     handle(frames);
+  }
+
+  // The peer's IP address, as ZeroMQ read it from the connection (a message built by hand, as
+  // handle_message() takes, has none).
+  std::string peer_address(zmq::message_t const& frame) const {
+    char const* address = socket_ ? ::zmq_msg_gets(frame.handle(), "Peer-Address") : nullptr;
+    return address ? std::string("peer ") + address : std::string("a peer");
+  }
+  // The address a connection's identity was last seen at, for answers sent later.
+  std::string address_of(zmq::message_t const& identity) const {
+    if (identity.to_string_view() == sender_.identity) return sender_.address;
+    for (auto const& [fd, peer] : peers_) {
+      if (peer.identity == identity.to_string_view()) return "peer " + peer.address;
+    }
+    return "a peer";
+  }
+  // Whether a message naming `worker` may come on the connection `identity`: one its fingerprinted
+  // requests came on, or any when none of its connections is open (a request sent again on a new
+  // connection after the old one was lost comes before anything else on it).
+  bool speaks_for(zmq::message_t const& identity, std::size_t worker) const {
+    bool open = false;
+    for (auto const& [fd, peer] : peers_) {
+      if (peer.worker != worker) continue;
+      if (peer.identity == identity.to_string_view()) return true;
+      open = true;
+    }
+    return !open;
   }
 
   // One request: [peer id, header, payload...].
@@ -453,20 +496,35 @@ class Shard {
     Header h;
     try {
       h = decode(frames[1], from);
+    } catch (ProtocolError const& e) {  // not convoy's protocol: counted, no answer
+      ++malformed_;
+      peer_log_.note(sender_.address, "refused message(s)",
+                     std::string("dropped a message: ") + e.what());
+      return;
+    }
+    try {
       if (h.worker >= options_.workers) {
         throw ProtocolError("convoy: " + name() + " has " + std::to_string(options_.workers) +
                             " workers; a message names worker " + std::to_string(h.worker));
       }
-      // A lost connection is named by the worker that last spoke on it.
-      if (socket_) remember_peer(frames[0], frames[1], h.worker);
       if (h.frames != frames.size() - 2) {
         throw ProtocolError("convoy: a " + describe(h.op) + " announces " +
                             std::to_string(h.frames) + " payload frames and carries " +
                             std::to_string(frames.size() - 2));
       }
-      if (h.op != Op::hello && h.op != Op::bye && h.fingerprint != fingerprint_) {
+      // A goodbye too: one plaintext message naming a worker would otherwise end its run.
+      if (h.op != Op::hello && h.fingerprint != fingerprint_) {
         throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " sent a " +
                             describe(h.op) + " for another layout than " + name() + "'s");
+      }
+      if (h.op == Op::bye && socket_ && !speaks_for(frames[0], h.worker)) {
+        throw ProtocolError("convoy: a goodbye naming worker " + std::to_string(h.worker) +
+                            " came on a connection that worker does not use; ignored");
+      }
+      // A lost connection is named by the worker whose fingerprinted requests came on it (a
+      // hello's is checked in hello()).
+      if (socket_ && (h.op != Op::hello || h.fingerprint == fingerprint_)) {
+        remember_peer(frames[0], frames[1], h.worker);
       }
       // A worker's goodbye is its last message: the rules have retired it (a bounded-staleness
       // clock table marks it with its largest clock), so a step of its would corrupt them.
@@ -477,7 +535,8 @@ class Shard {
       }
     } catch (ProtocolError const& e) {
       ++malformed_;
-      if (options_.log) *options_.log << "convoy: " << name() << " dropped a message: " << e.what() << std::endl;
+      peer_log_.note(sender_.address, "refused message(s)",
+                     std::string("dropped a message: ") + e.what());
       reply_error(frames[0], h, e.what());
       return;
     }
@@ -516,7 +575,8 @@ class Shard {
       }
     } catch (ProtocolError const& e) {
       ++malformed_;
-      if (options_.log) *options_.log << "convoy: " << name() << " dropped a message: " << e.what() << std::endl;
+      peer_log_.note(sender_.address, "refused message(s)",
+                     std::string("dropped a message: ") + e.what());
       reply_error(frames[0], h, e.what());
     }
   }
@@ -552,8 +612,6 @@ class Shard {
     // whether it is the same process) comes from the same worker process: it keeps its numbers,
     // and the request it sent again on the new connection stays waiting.
     bool const probe = h.sequence == 0;
-    // A worker started again numbers its requests from 1 again.
-    if (!probe) last_push_[h.worker] = {};
     if (h.fingerprint != fingerprint_ || h.text != optimizer_.name()) {
       reply_error(frames[0], h,
                   "convoy: worker " + std::to_string(h.worker) + " and " + name() +
@@ -562,8 +620,12 @@ class Shard {
                       "program with the same options on every task");
       return;
     }
-    // A worker's hello starts it anew: what its earlier process left waiting is nobody's.
-    if (!probe) forget_waiting(h.worker);
+    // A worker's hello starts it anew: what its earlier process left waiting is nobody's, and it
+    // numbers its requests from 1 again.
+    if (!probe) {
+      last_push_[h.worker] = {};
+      forget_waiting(h.worker);
+    }
     reply(frames[0], h, Status::ok, {});
   }
 
@@ -997,19 +1059,27 @@ class Shard {
       for (auto& f : payload) frames.push_back(std::move(f));
       return;
     }
+    std::string const to = address_of(peer);  // before the send moves the identity
     try {
-      socket_->send(peer, zmq::send_flags::sndmore);
+      // The first frame decides: a full queue refuses it (EAGAIN, sndtimeo 0), and once it is
+      // taken the rest of the message is too.
+      if (!socket_->send(peer, zmq::send_flags::sndmore)) {
+        ++unsent_;
+        peer_log_.note(to, "unread answer(s)",
+                       "dropped an answer to a " + describe(h.op) + " naming worker " +
+                           std::to_string(h.worker) + ": the peer does not read its answers");
+        return;
+      }
       socket_->send(encode(h), payload.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
       for (std::size_t i = 0; i < payload.size(); ++i) {
         socket_->send(payload[i], i + 1 == payload.size() ? zmq::send_flags::none
                                                           : zmq::send_flags::sndmore);
       }
     } catch (zmq::error_t const& e) {
-      // The worker went away (EHOSTUNREACH): it has nobody to answer; its peers carry on.
-      if (options_.log) {
-        *options_.log << "convoy: " << name() << " could not answer worker " << h.worker << ": "
-                      << e.what() << std::endl;
-      }
+      // The peer went away (EHOSTUNREACH): nobody is left to answer; the others carry on.
+      peer_log_.note(to, "undeliverable answer(s)",
+                     "could not answer a " + describe(h.op) + " naming worker " +
+                         std::to_string(h.worker) + ": " + e.what());
     }
   }
 
@@ -1039,6 +1109,11 @@ class Shard {
   std::int64_t refused_ = 0;
   std::int64_t lost_ = 0;
   std::int64_t resent_ = 0;
+  std::int64_t unsent_ = 0;
+  PeerLog peer_log_{options_.log, "ps:" + std::to_string(options_.index)};
+  struct {
+    std::string identity, address;
+  } sender_;  ///< the message being handled: its connection, and its peer's address for the log
   std::vector<LastPush> last_push_ = std::vector<LastPush>(options_.workers);
   std::map<int, Peer> peers_;   ///< connections by file descriptor
   std::set<std::string> closed_;  ///< identities of lost workers' closed connections
