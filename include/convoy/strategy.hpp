@@ -65,6 +65,9 @@ template <class M, class P, class C, class S>
 struct engine_of<M, P, C, S> {
   using type = typename C::template engine<M, P, S>;
 };
+struct no_engine_of {
+  using type = no_engine;
+};
 
 /// What Strategy forwards to: an engine runs plans and owns a state (comm::ReplicaGroup, or a
 /// cluster's client) that answers by name.
@@ -175,7 +178,14 @@ class Strategy {
   using placement_type = Placement;
   using comm_type = Comm;
   using sync_type = Sync;
-  using engine_type = typename detail::engine_of<Model, Placement, Comm, Sync>::type;
+  // A placement only a Comm that serves shards can hold, or such a Comm without it: the engine is
+  // not even looked at, since building it would fail on the placement (incomplete without
+  // <convoy/comm/zmq_ps.hpp>) with errors after the static_assert's message.
+  static constexpr bool shards_agree = detail::is_sharded<Placement> == detail::serves_shards<Comm>;
+  using engine_type = typename std::conditional_t<shards_agree,
+                                                  detail::engine_of<Model, Placement, Comm, Sync>,
+                                                  detail::no_engine_of>::type;
+  using placement_argument = std::conditional_t<shards_agree, Placement, detail::no_engine>;
   static_assert(!detail::host_collective<Comm> || std::same_as<Sync, sync::Asynchronous> ||
                     !(std::same_as<Placement, place::Host> ||
                       std::same_as<Placement, place::Mirrored>) ||
@@ -187,7 +197,7 @@ class Strategy {
                 "convoy: comm::Nccl's engine runs on CUDA devices: it needs convoy::nccl and "
                 "convoy::cuda (a file compiled by nvcc), where <convoy/comm/nccl.hpp> brings it "
                 "(docs/nccl.md). On the host, use comm::InProcess.");
-  static_assert(!communication_policy<Comm> || detail::collective<Comm> ||
+  static_assert(!communication_policy<Comm> || detail::collective<Comm> || !shards_agree ||
                     detail::engine<engine_type>,
                 "convoy: a communication policy needs 'template <class Model, class Placement, "
                 "class Sync> using engine = ...' naming an engine with run(plan), lock_step() and "
@@ -197,12 +207,22 @@ class Strategy {
   /// with its weights; each replica's generator is reseeded apart from the others). Throws
   /// PlacementError when a strict placement cannot be honoured, and Error for a policy knob out of
   /// range (replicas_to_aggregate, a timeout).
-  explicit Strategy(Model prototype, Placement placement = {}, Comm comm = {}, Sync sync = {})
+  explicit Strategy(Model prototype, placement_argument placement = {}, Comm comm = {},
+                    Sync sync = {})
+    requires shards_agree
       : engine_(std::move(prototype), placement, comm, sync) {
     if constexpr (requires { placement.log_placement; }) {
       if (placement.log_placement) log_placement(std::clog);
     }
   }
+
+  // The pair the static_assert above refuses: taken as it is, so that its message is the only
+  // error (the placement may be an incomplete type there, which not even the constructor above
+  // may name: GCC reads its default argument before its constraint).
+  template <class... Rest>
+  explicit Strategy(Model, Rest&&...)
+    requires(!shards_agree)
+  {}
 
   Strategy(Strategy const&) = delete;
   Strategy& operator=(Strategy const&) = delete;

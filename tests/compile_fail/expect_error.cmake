@@ -52,4 +52,14 @@ foreach(expected IN LISTS expected_texts)
                         "Build output:\n${output}")
   endif()
 endforeach()
+# `// expected-only-error` in SOURCE: the message must be the compiler's only error, with none about
+# the refused types after it.
+if(source_text MATCHES "(^|\n)// expected-only-error")
+  string(REGEX MATCHALL "error: " errors "${output}")
+  list(LENGTH errors count)
+  if(NOT count EQUAL 1)
+    message(FATAL_ERROR "${TARGET} failed to compile with ${count} errors; ${SOURCE} expects its "
+                        "message to be the only one. Build output:\n${output}")
+  endif()
+endif()
 message(STATUS "${TARGET} failed to compile as expected, with \"${all_expected}\"")

@@ -1,9 +1,10 @@
 // place::Sharded spreads variables over parameter-server shards, which comm::InProcess has not.
+// Written as a user would, with <convoy/convoy.hpp> only (where place::Sharded is declared, not
+// defined): the message is the only error, none about the incomplete placement follows it.
 // expected-error: which only comm::ZmqPs
-#include <convoy/nn/mlp.hpp>
-#include <convoy/place/sharded.hpp>
-#include <convoy/strategy.hpp>
-#include <cstddef>
+// expected-only-error
+#include <convoy/convoy.hpp>
+#include <utility>
 
 namespace {
 
@@ -12,5 +13,8 @@ using Rejected = convoy::Strategy<convoy::nn::Mlp, convoy::place::Sharded<>,
 
 }  // namespace
 
-// Completing the type instantiates the class and with it its static_asserts.
-std::size_t const size_of_rejected = sizeof(Rejected);
+int main() {
+  Rejected strategy{convoy::nn::Mlp({4, 3})};
+  convoy::Trainer<Rejected> trainer{std::move(strategy), convoy::optim::Sgd{0.1f}};
+  (void)trainer;
+}
