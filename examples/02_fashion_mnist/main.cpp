@@ -516,13 +516,16 @@ int train_ps(Options const& o, std::vector<std::size_t> const& sizes, Sync sync 
       convoy::Strategy<convoy::nn::Mlp, convoy::place::Sharded<>, convoy::comm::ZmqPs, Sync>;
   // example-end ps-strategy
   auto build = [&] {
+    // Only what --strategy chose (ps-sync:M against the cluster's workers) is a usage error; the
+    // library's errors about the cluster's addresses, keys or plaintext stand as they are.
+    auto comm = ps_comm(o);
+    comm.cluster = convoy::Cluster::from_environment();
     try {
-      return Strategy{convoy::nn::Mlp{sizes}, {.log_placement = o.log_placement}, ps_comm(o), sync};
-    } catch (convoy::ClusterError const&) {
-      throw;
+      sync.check(comm.cluster->worker_count());
     } catch (convoy::Error const& e) {
       bad_value("--strategy", o.strategy.text, e.what());
     }
+    return Strategy{convoy::nn::Mlp{sizes}, {.log_placement = o.log_placement}, comm, sync};
   };
   convoy::Trainer<Strategy> trainer{build(), make_optimizer(o)};
   return train(o, trainer, load(o));

@@ -63,7 +63,7 @@ inline std::string endpoint(std::string const& address, std::string const& host 
                             bool for_bind = false) {
   auto const colon = address.rfind(':');
   if (colon == std::string::npos) {
-    throw Error("convoy: the cluster address '" + address + "' has no port");
+    throw ClusterError("convoy: the cluster address '" + address + "' has no port");
   }
   std::string h = host.empty() ? address.substr(0, colon) : host;
   if (h == "localhost") h = "127.0.0.1";
@@ -72,7 +72,7 @@ inline std::string endpoint(std::string const& address, std::string const& host 
     hints.ai_family = AF_INET;
     addrinfo* found = nullptr;
     if (::getaddrinfo(h.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
-      throw Error("convoy: the ps address '" + address + "' names host '" + h +
+      throw ClusterError("convoy: the ps address '" + address + "' names host '" + h +
                   "', which does not resolve here; give ZmqPs::bind_host");
     }
     char text[INET_ADDRSTRLEN] = {};
@@ -97,13 +97,14 @@ class Engine {
       cluster_ = options_.cluster ? *options_.cluster : Cluster::from_environment();
       cluster_.validate();
       if (cluster_.ps_count() == 0) {
-        throw Error("convoy: comm::ZmqPs needs a cluster with ps tasks; this task's is " +
-                    cluster_.describe() +
-                    "; start it under tools/convoy-launch, set TF_CONFIG, or pass a Cluster");
+        throw ClusterError("convoy: comm::ZmqPs needs a cluster with ps tasks; this task's is " +
+                           cluster_.describe() +
+                           "; start it under tools/convoy-launch, set TF_CONFIG, or pass a "
+                           "Cluster");
       }
       if (!cluster_.is_ps() && cluster_.worker_rank() < 0) {
-        throw Error("convoy: comm::ZmqPs runs ps and worker (or chief) tasks; this task is " +
-                    cluster_.job + ":" + std::to_string(cluster_.index));
+        throw ClusterError("convoy: comm::ZmqPs runs ps and worker (or chief) tasks; this task "
+                           "is " + cluster_.job + ":" + std::to_string(cluster_.index));
       }
       sync_.check(cluster_.worker_count());
       if constexpr (requires { sync_.replicas_to_aggregate; }) {
