@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <convoy/core/error.hpp>
 #include <cmath>
@@ -64,7 +65,10 @@ double parse_real(std::string_view option, std::string_view text, Ok ok,
 inline void require_readable_dir(std::string_view option, std::string const& dir) {
   if (dir.empty()) bad_value(option, dir, "expected a directory");
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) bad_value(option, dir, "no such directory");
+  if (!std::filesystem::is_directory(dir, ec)) {
+    if (ec.value() == ELOOP) bad_value(option, dir, "a symbolic link loop, not a directory");
+    bad_value(option, dir, ec ? "cannot be examined: " + ec.message() : "no such directory");
+  }
   if (::access(dir.c_str(), R_OK | X_OK) != 0) bad_value(option, dir, "directory is not readable");
 }
 

@@ -147,7 +147,9 @@ inline std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpoi
                           "': " + ec.message());
   }
   for (auto const& entry : it) {
-    if (!entry.is_regular_file(ec)) continue;
+    // A symbolic link is listed whatever it leads to (a loop, nothing, a FIFO), so that loading it
+    // says what it is, and the fallback past it costs a line, instead of its being skipped.
+    if (!entry.is_regular_file(ec) && !entry.is_symlink(ec)) continue;
     if (auto step = checkpoint_step(entry.path())) found.emplace_back(*step, entry.path());
   }
   std::sort(found.begin(), found.end(),

@@ -177,7 +177,18 @@ std::ifstream open_for_reading(std::filesystem::path const& path, std::string_vi
   std::string const where = "convoy: " + std::string(what) + " '" + path.string() + "'";
   std::error_code ec;
   auto const type = std::filesystem::status(path, ec).type();
-  if (type == std::filesystem::file_type::not_found) throw Exception(where + " does not exist");
+  if (ec.value() == ELOOP) {
+    throw Exception(where + " is a symbolic link loop: following it leads back to itself");
+  }
+  if (type == std::filesystem::file_type::not_found) {
+    std::error_code link_ec;
+    if (std::filesystem::is_symlink(path, link_ec)) {
+      throw Exception(where + " is a symbolic link to '" +
+                      std::filesystem::read_symlink(path, link_ec).string() +
+                      "', which does not exist");
+    }
+    throw Exception(where + " does not exist");
+  }
   if (type == std::filesystem::file_type::directory) {
     throw Exception(where + " is a directory, not a file");
   }

@@ -431,6 +431,26 @@ TEST_CASE("a checkpoint that is a FIFO is refused by name without blocking") {
   CHECK_FALSE(convoy::io::load_latest_checkpoint(dir.path, nullptr).has_value());
 }
 
+TEST_CASE("a newest checkpoint that is a symbolic link loop or leads nowhere costs a line naming it") {
+  convoy::testing::TempDir dir("ckpt-symlink");
+  auto const older = convoy::io::save_checkpoint(dir.path, make_checkpoint(10), 0);
+  auto const loop = dir / "checkpoint-0000000030.convoy";
+  auto const dangling = dir / "checkpoint-0000000020.convoy";
+  fs::create_symlink(loop.filename(), loop);
+  fs::create_symlink("gone.convoy", dangling);
+  CHECK(contains(load_error(loop), "is a symbolic link loop"));
+  CHECK(contains(load_error(dangling), "is a symbolic link to 'gone.convoy', which does not exist"));
+  std::ostringstream warnings;
+  auto const loaded = convoy::io::load_latest_checkpoint(dir.path, &warnings);
+  REQUIRE(loaded.has_value());
+  CHECK(loaded->file == older);
+  auto const text = warnings.str();
+  CHECK(std::count(text.begin(), text.end(), '\n') == 2);
+  CHECK(contains(text, loop.string() + "' is a symbolic link loop"));
+  CHECK(contains(text, "falling back to the older checkpoint '" + dangling.string() + "'"));
+  CHECK(contains(text, "falling back to the older checkpoint '" + older.string() + "'"));
+}
+
 TEST_CASE("load_latest_checkpoint falls back past damaged checkpoints, warning once for each") {
   convoy::testing::TempDir dir("ckpt-fallback");
   CHECK_FALSE(convoy::io::load_latest_checkpoint(dir / "absent", nullptr).has_value());
