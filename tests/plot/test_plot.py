@@ -134,8 +134,15 @@ def main():
     out = os.path.join(work, "compare.png")
     expect_png(plot("compare", f"lr 0.5={a}", b, "-o", out, "--x", "time"), out, (1200, 480),
                "compare CSV with JSON lines")
-    # -o defaults to the input's name with .png
-    expect_png(plot("run", a), os.path.join(work, "fast.png"), (1200, 560), "run without -o")
+    # -o defaults to the input's name with .png; run's x axis to the global step, compare's to the
+    # elapsed time (a global step means different rows under synchronous and asynchronous runs)
+    result = plot("run", a)
+    expect_png(result, os.path.join(work, "fast.png"), (1200, 560), "run without -o")
+    check("(x axis: global step)" in result.stdout, f"run's default axis: {result.stdout}")
+    out = os.path.join(work, "compare_default.png")
+    result = plot("compare", a, b, "-o", out)
+    expect_png(result, out, (1200, 480), "compare without --x")
+    check("(x axis: elapsed time (s))" in result.stdout, f"compare's default axis: {result.stdout}")
 
     empty = os.path.join(work, "empty.csv")
     open(empty, "w").close()
