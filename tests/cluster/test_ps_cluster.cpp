@@ -5,6 +5,12 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <convoy/comm/zmq_ps.hpp>
@@ -45,6 +51,7 @@ struct Flags {
   int quit_rank = -1, quit_step = 0;  // ":quit=<rank>:<step>": that worker's callback stops it
   std::int64_t run_steps = steps;
   bool checkpoints = false;
+  int nofile = 0;  // ":nofile=<n>": the ps task's file limit (RLIMIT_NOFILE)
 };
 
 template <class Sync>
@@ -52,6 +59,10 @@ int run_task(Sync sync, std::filesystem::path const& dir, Flags const& flags) {
   int const slow_rank = flags.slow_rank, slow_ms = flags.slow_ms;
   using S = Strategy<SlowMlp, place::Sharded<>, comm::ZmqPs, Sync>;
   auto const cluster = Cluster::from_environment();
+  if (flags.nofile > 0 && cluster.is_ps()) {
+    ::rlimit const limit{static_cast<rlim_t>(flags.nofile), static_cast<rlim_t>(flags.nofile)};
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return 3;
+  }
   SlowMlp m;
   if (cluster.worker_rank() == slow_rank) m.sleep_ms = slow_ms;
   Trainer<S> trainer{S{m, {}, comm::ZmqPs{.connect_timeout = std::chrono::seconds(20),
@@ -90,6 +101,9 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
     flags.run_steps = std::atoll(scenario.c_str() + at + 7);
   }
   flags.checkpoints = scenario.find(":ckpt") != std::string::npos;
+  if (auto at = scenario.find(":nofile="); at != std::string::npos) {
+    flags.nofile = std::atoi(scenario.c_str() + at + 8);
+  }
   if (auto at = scenario.find(":quit="); at != std::string::npos) {
     std::sscanf(scenario.c_str() + at, ":quit=%d:%d", &flags.quit_rank, &flags.quit_step);
   }
@@ -326,6 +340,51 @@ TEST_CASE("a forged goodbye and a peer that never reads its answers change nothi
   CHECK_MESSAGE(first != std::string::npos, log);
   CHECK(log.find("does not read its answers", first + 1) == std::string::npos);  // once
   CHECK(log.find(" answers dropped unread") != std::string::npos);
+}
+
+// 200 idle TCP connections to a ps task whose file limit is 128. Before: they took every
+// descriptor, the next checkpoint part could not be opened ("Too many open files") and the run
+// ended. Now: the shard keeps 64 (its limit less the 64 it keeps for itself), closes the others
+// as they come, with a line per peer and interval, and every checkpoint is written.
+TEST_CASE("idle connections beyond the cap are closed and never take a checkpoint's descriptors") {
+  testing::TempDir dir("ps-nofile");
+  std::vector<int> idle;
+  std::jthread crowd([&] {
+    int port = 0;
+    auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline && port == 0) {
+      auto const log = read_text(dir / "ps0.log");
+      auto const at = log.find(" on tcp://127.0.0.1:");
+      if (at != std::string::npos && log.find("initialized by worker") != std::string::npos) {
+        port = std::atoi(log.c_str() + at + 20);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < 200 && port != 0; ++i) {
+      int const fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (fd < 0) break;
+      if (::connect(fd, reinterpret_cast<::sockaddr const*>(&address), sizeof address) != 0) {
+        ::close(fd);
+        break;
+      }
+      idle.push_back(fd);
+    }
+  });
+  run_cluster("sync:steps=60:ckpt:nofile=128:slow=1:30", dir.path, 1, 2);
+  crowd.join();
+  for (int fd : idle) ::close(fd);
+  CHECK(idle.size() == 200);
+  auto const ps0 = read_result(dir / "result-ps0.txt");
+  CHECK(ps0.global_step == 60);
+  CHECK(std::filesystem::exists(dir / "ckpt" / "checkpoint-0000000060.part-0-of-1.convoy.part"));
+  auto const log = read_text(dir / "ps0.log");
+  CHECK_MESSAGE(log.find("closed a connection: 64 are open, its cap") != std::string::npos, log);
+  CHECK(log.find("connection(s) over the cap closed") != std::string::npos);
+  CHECK(log.find("fewer than the") == std::string::npos);  // 64 is room enough for 2 workers
 }
 
 TEST_CASE("the same program runs unchanged under the variables of torchrun, Open MPI, MPICH and Slurm") {

@@ -36,6 +36,10 @@ struct ZmqPs {
   /// ZeroMQ heartbeats: a ps task and a worker notice a peer silent this long (a stopped process,
   /// a cut network), drop its connection and log it by role and index; 0: off.
   std::chrono::milliseconds heartbeat{0};
+  /// The open connections a ps task keeps; one more is closed at once and logged. 0: its file
+  /// limit (ulimit -n) less the descriptors it keeps for itself (64), so that idle connections never
+  /// take those a checkpoint needs. A limit too low for the cluster is said at start.
+  std::size_t max_connections = 0;
   /// A ps task's run() (Trainer::fit) ends its process with status 0 once its shard is done (every
   /// worker said goodbye), as TensorFlow's server.join() never returns: the code after fit, which
   /// evaluates and saves a model the ps task holds one shard of, runs on the workers only, so one
@@ -47,7 +51,8 @@ struct ZmqPs {
   using engine = zmq_ps::Engine<Model, Placement, Sync>;
 
   zmq_ps::Options options() const {
-    return {cluster, connect_timeout, bind_host, log, security, heartbeat, exit_after_serving};
+    return {cluster,  connect_timeout, bind_host,       log,
+            security, heartbeat,       max_connections, exit_after_serving};
   }
 };
 static_assert(communication_policy<ZmqPs>);

@@ -18,6 +18,7 @@
 #include <zmq_addon.hpp>
 
 #include "processes.hpp"
+#include "shard_peer.hpp"
 
 using namespace convoy;
 using namespace convoy::comm::zmq_ps;
@@ -45,13 +46,9 @@ void send_all(zmq::socket_t& s, std::vector<zmq::message_t>& frames) {
 }  // namespace
 
 TEST_CASE("a shard names the worker that went silent, within its heartbeat, and serves on") {
-  nn::Mlp model({6, 4, 3});
-  auto const map = place::GreedyBySize{}.assign(model.variables(), 1);
-  auto const pieces = map.pieces_of(0);
-  optim::Optimizer const optimizer = optim::Sgd{0.1f};
-  auto const policy = sync::Asynchronous{.timeout = std::chrono::seconds(20)};
-  auto const fp = fingerprint(pieces, optimizer, policy, 1, 2);
-  std::string const endpoint = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
+  testing::ShardBench const b;
+  auto const fp = b.fingerprint(2);
+  auto const& endpoint = b.endpoint;
   auto hello = [&](std::uint32_t worker) {
     Header h;
     h.op = Op::hello;
@@ -78,13 +75,9 @@ TEST_CASE("a shard names the worker that went silent, within its heartbeat, and 
   }
 
   std::ostringstream log;
-  Shard<sync::Asynchronous> shard(pieces, optimizer, policy,
-                                  {.index = 0,
-                                   .shards = 1,
-                                   .workers = 2,
-                                   .endpoint = endpoint,
-                                   .log = &log,
-                                   .heartbeat = std::chrono::milliseconds(300)});
+  auto options = b.options(2, &log);
+  options.heartbeat = std::chrono::milliseconds(300);
+  Shard<sync::Asynchronous> shard(b.pieces, b.optimizer, b.policy, options);
   std::exception_ptr failed;
   std::thread server([&] {
     try {
@@ -95,10 +88,7 @@ TEST_CASE("a shard names the worker that went silent, within its heartbeat, and 
   });
   {
     zmq::context_t context(1);
-    zmq::socket_t peer(context, zmq::socket_type::dealer);
-    peer.set(zmq::sockopt::linger, 0);
-    peer.set(zmq::sockopt::rcvtimeo, 10000);
-    peer.connect(endpoint);
+    auto peer = testing::shard_peer(context, endpoint);
     auto ask = [&](Header const& h) {
       std::vector<zmq::message_t> frames;
       frames.push_back(encode(h));

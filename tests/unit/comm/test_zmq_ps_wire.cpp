@@ -16,6 +16,7 @@
 #include <zmq_addon.hpp>
 
 #include "processes.hpp"
+#include "shard_peer.hpp"
 
 using namespace convoy;
 using namespace convoy::comm::zmq_ps;
@@ -111,22 +112,16 @@ TEST_CASE("a header claiming a huge list or text is refused before anything is a
 }
 
 TEST_CASE("a shard counts malformed messages, answers those of its protocol, and keeps serving") {
-  nn::Mlp model({6, 4, 3});
-  auto const map = place::GreedyBySize{}.assign(model.variables(), 1);
-  auto const pieces = map.pieces_of(0);
-  optim::Optimizer const optimizer = optim::Sgd{0.1f};
-  std::string const endpoint = "tcp://127.0.0.1:" + std::to_string(testing::free_port());
+  testing::ShardBench const b;
+  auto const& pieces = b.pieces;
+  auto const& optimizer = b.optimizer;
+  auto const& policy = b.policy;
   std::ostringstream log;
-  auto const policy = sync::Asynchronous{.timeout = std::chrono::seconds(20)};
-  Shard<sync::Asynchronous> shard(pieces, optimizer, policy,
-                                  {.index = 0, .shards = 1, .workers = 1, .endpoint = endpoint, .log = &log});
+  Shard<sync::Asynchronous> shard(pieces, optimizer, policy, b.options(1, &log));
   std::thread server([&] { shard.serve(); });
 
   zmq::context_t context(1);
-  zmq::socket_t peer(context, zmq::socket_type::dealer);
-  peer.set(zmq::sockopt::linger, 0);
-  peer.set(zmq::sockopt::rcvtimeo, 10000);
-  peer.connect(endpoint);
+  auto peer = testing::shard_peer(context, b.endpoint);
   auto ask = [&](std::vector<zmq::message_t> frames) {
     for (std::size_t i = 0; i < frames.size(); ++i) {
       peer.send(frames[i], i + 1 == frames.size() ? zmq::send_flags::none : zmq::send_flags::sndmore);
@@ -214,6 +209,31 @@ TEST_CASE("a shard counts malformed messages, answers those of its protocol, and
   CHECK(text.find("dropped a message: convoy: a peer of ps:0 sent") != std::string::npos);
   CHECK(text.find("(from peer 127.0.0.1)") != std::string::npos);
   CHECK(text.find("4 more refused message(s) from peer 127.0.0.1") != std::string::npos);
+}
+
+TEST_CASE("a shard whose connection cap is below its workers' needs says so when it starts") {
+  testing::ShardBench const b;
+  std::ostringstream log;
+  auto options = b.options(2, &log);
+  options.max_connections = 1;
+  Shard<sync::Asynchronous> shard(b.pieces, b.optimizer, b.policy, options);
+  std::thread server([&] { shard.serve(); });
+  zmq::context_t context(1);
+  auto peer = testing::shard_peer(context, b.endpoint);
+  Header bye;
+  bye.op = Op::bye;
+  bye.fingerprint = b.fingerprint(2);
+  for (std::uint32_t w : {0u, 1u}) {  // the one connection it keeps says both goodbyes
+    bye.worker = w;
+    REQUIRE(peer.send(encode(bye), zmq::send_flags::none));
+    zmq::message_t reply;
+    REQUIRE(peer.recv(reply));
+    CHECK(wire::decode(reply, "the shard").status == Status::ok);
+  }
+  server.join();
+  CHECK(log.str().find("ps:0 may hold 1 connection(s) (its file limit is ") != std::string::npos);
+  CHECK(log.str().find("ZmqPs::max_connections 1), fewer than the 4 its 2 worker(s) may need") !=
+        std::string::npos);
 }
 
 TEST_CASE("a worker whose parameter server never comes stops after its connect timeout, naming it") {

@@ -53,6 +53,7 @@ struct Options {
   std::ostream* log = &std::clog;
   Security security{};
   std::chrono::milliseconds heartbeat{0};
+  std::size_t max_connections = 0;
   bool exit_after_serving = true;
 };
 
@@ -175,7 +176,8 @@ class Engine {
                          .log = options_.log,
                          .security = server_security_,
                          .heartbeat = options_.heartbeat,
-                         .state_ranges = layout().state_ranges()});
+                         .state_ranges = layout().state_ranges(),
+                         .max_connections = options_.max_connections});
       shard.serve();
       counters_ = shard.counters();
     }

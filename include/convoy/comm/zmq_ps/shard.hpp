@@ -6,6 +6,11 @@
 // than S clocks) waits in a queue until they allow it.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -99,7 +104,15 @@ class Shard {
     /// The model's state variables (Variables::state_ranges), in its flat arena: applied as
     /// `w -= scale * g` instead of by the optimizer.
     std::vector<ArenaRange> state_ranges{};
+    /// Open connections the shard keeps; one more is closed at once, with a line per peer and
+    /// interval. 0: the file limit (RLIMIT_NOFILE) less reserved_descriptors, so that idle
+    /// connections can never take the descriptors a checkpoint part needs.
+    std::size_t max_connections = 0;
   };
+
+  /// Descriptors a shard keeps for itself beyond its connections: ZeroMQ's own (its context, the
+  /// socket, the monitor), a checkpoint part's file and directory, and the standard streams.
+  static constexpr std::size_t reserved_descriptors = 64;
 
   Shard(std::vector<place::Piece const*> pieces, optim::Optimizer optimizer, Sync sync,
         Options options)
@@ -171,7 +184,8 @@ class Shard {
     // its sockets) or silent (heartbeats), and to apply on_loss to it.
     zmq::socket_t peers(context, zmq::socket_type::pair);
     std::string const watch = "inproc://convoy-shard-peers";
-    if (::zmq_socket_monitor(socket.handle(), watch.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) {
+    if (::zmq_socket_monitor(socket.handle(), watch.c_str(),
+                             ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0) {
       throw Error("convoy: " + name() + " cannot watch its connections: " +
                   ::zmq_strerror(::zmq_errno()));
     }
@@ -183,6 +197,7 @@ class Shard {
       throw Error("convoy: " + name() + " cannot listen on " + options_.endpoint + ": " +
                   e.what());
     }
+    cap_ = connection_cap();
     if (options_.log) {
       *options_.log << "convoy: " << name() << " serving " << elements_ * sizeof(float)
                     << " bytes of weights in " << pieces_.size() << " piece(s) on "
@@ -202,7 +217,7 @@ class Shard {
         zap->handle_one();  // a refused worker is logged there; the others are served on
         refused_ = zap->refused();
       }
-      if (items[1].revents & ZMQ_POLLIN) lost_peer(peers);
+      if (items[1].revents & ZMQ_POLLIN) connection_event(peers);
       auto const& item = items[0];
       if (!(item.revents & ZMQ_POLLIN)) {
         if (std::chrono::steady_clock::now() - last_heard > sync_.timeout) {
@@ -239,6 +254,7 @@ class Shard {
                     << counters_.global_step << " (" << counters_.applied << " gradients applied, "
                     << counters_.dropped << " dropped, " << malformed_ << " malformed messages";
       if (unsent_ > 0) *options_.log << ", " << unsent_ << " answers dropped unread";
+      if (over_cap_ > 0) *options_.log << ", " << over_cap_ << " connection(s) over the cap closed";
       if (options_.security.keys) *options_.log << ", " << refused_ << " worker key(s) refused";
       *options_.log << ")";
       if constexpr (requires { rules_.lead(0); }) {
@@ -253,6 +269,8 @@ class Shard {
   std::int64_t refused() const { return refused_; }
   /// Connections of workers that had not said goodbye, lost (gone, or silent past heartbeats).
   std::int64_t lost() const { return lost_; }
+  /// Connections closed as soon as they were accepted: the cap (Options::max_connections) was met.
+  std::int64_t over_cap() const { return over_cap_; }
   /// Answers dropped because their peer did not read them (its queue was full).
   std::int64_t unsent() const { return unsent_; }
   /// Pushes and pulls a worker sent again after losing its connection: answered, never applied
@@ -345,15 +363,45 @@ class Shard {
     char const* address = header.gets("Peer-Address");
     peers_.insert_or_assign(fd, Peer{worker, address ? address : "?", identity.to_string()});
   }
-  // A connection closed: a worker that has not said goodbye went away or (heartbeats) silent.
-  void lost_peer(zmq::socket_t& peers) {
+  // The cap on open connections (Options::max_connections), and the start's line when the file
+  // limit leaves too few for the cluster: each worker holds one, and one more while it reconnects.
+  std::size_t connection_cap() const {
+    ::rlimit limit{};
+    std::size_t const files =
+        ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
+            ? static_cast<std::size_t>(limit.rlim_cur)
+            : std::size_t{1} << 20;
+    std::size_t const room = files > reserved_descriptors ? files - reserved_descriptors : 0;
+    std::size_t const cap =
+        options_.max_connections ? std::min(options_.max_connections, room) : room;
+    std::size_t const needed = 2 * options_.workers;
+    if (cap < needed && options_.log) {
+      *options_.log << "convoy: " << name() << " may hold " << cap << " connection(s) (its file "
+                    << "limit is " << files << ", " << reserved_descriptors << " kept for itself"
+                    << (options_.max_connections ? ", ZmqPs::max_connections " +
+                                                       std::to_string(options_.max_connections)
+                                                 : std::string())
+                    << "), fewer than the " << needed << " its " << options_.workers
+                    << " worker(s) may need; raise the limit (ulimit -n " << needed +
+                           reserved_descriptors << " or more)" << std::endl;
+    }
+    return cap;
+  }
+
+  // What the monitor says of a connection: accepted (counted; closed at once beyond the cap), or
+  // closed (a worker that has not said goodbye went away or, with heartbeats, fell silent).
+  void connection_event(zmq::socket_t& peers) {
     std::vector<zmq::message_t> event;
     if (!zmq::recv_multipart(peers, std::back_inserter(event), zmq::recv_flags::dontwait) ||
         event.empty() || event[0].size() < 6) {
       return;
     }
+    std::uint16_t kind = 0;
     std::int32_t fd = 0;
+    std::memcpy(&kind, event[0].data(), 2);
     std::memcpy(&fd, static_cast<char const*>(event[0].data()) + 2, 4);
+    if (kind == ZMQ_EVENT_ACCEPTED) return accepted(fd);
+    open_.erase(fd);
     auto const it = peers_.find(fd);
     if (it == peers_.end()) return;
     auto const [worker, address, identity] = it->second;
@@ -367,6 +415,32 @@ class Shard {
     }
     ++lost_;
     worker_lost(worker, address);
+  }
+
+  // A new connection: kept while fewer than the cap are open, else shut down at once (ZeroMQ then
+  // closes it and frees its descriptor). The monitor reports it right after ZeroMQ's accept, on
+  // this thread, before any message of it can be read.
+  void accepted(int fd) {
+    if (open_.size() < cap_) {
+      open_.insert(fd);
+      return;
+    }
+    ++over_cap_;
+    ::sockaddr_storage address{};
+    ::socklen_t length = sizeof address;
+    char text[INET6_ADDRSTRLEN] = "?";
+    if (::getpeername(fd, reinterpret_cast<::sockaddr*>(&address), &length) == 0) {
+      auto const* v6 = reinterpret_cast<::sockaddr_in6 const*>(&address);
+      auto const* v4 = reinterpret_cast<::sockaddr_in const*>(&address);
+      void const* ip = address.ss_family == AF_INET6 ? static_cast<void const*>(&v6->sin6_addr)
+                                                     : static_cast<void const*>(&v4->sin_addr);
+      ::inet_ntop(address.ss_family, ip, text, sizeof text);
+    }
+    ::shutdown(fd, SHUT_RDWR);
+    peer_log_.note(std::string("peer ") + text, "connection(s) over the cap",
+                   "closed a connection: " + std::to_string(open_.size()) + " are open, its cap (" +
+                       "ZmqPs::max_connections, or the file limit less " +
+                       std::to_string(reserved_descriptors) + ")");
   }
 
   // Applies on_loss to a worker lost before its goodbye, and logs what follows.
@@ -1110,6 +1184,9 @@ class Shard {
   std::int64_t lost_ = 0;
   std::int64_t resent_ = 0;
   std::int64_t unsent_ = 0;
+  std::int64_t over_cap_ = 0;        ///< connections closed at once: the cap was reached
+  std::size_t cap_ = 0;              ///< connection_cap(), from serve()
+  std::set<int> open_;               ///< open connections, by descriptor
   PeerLog peer_log_{options_.log, "ps:" + std::to_string(options_.index)};
   struct {
     std::string identity, address;
