@@ -1,20 +1,25 @@
 // The parameter server (comm::ZmqPs) on loopback, each figure beside a reference measured in the
 // same run:
 //  - exchange: push + pull bytes per second of models of 1, 4, 16 and 64 MiB (two variables, SGD)
-//    with 1 shard + 1 worker and with 2 shards + 2 workers, against plain TCP socket pairs on
-//    loopback sending the same bytes back and forth (one pair per worker, at once);
+//    with 1 shard + 1 worker and with 2 shards + 2 workers, and 2+2 over 1+1; against plain TCP
+//    socket pairs on loopback doing what the ps does (one pair per worker, at once: one end sends
+//    the model's bytes, the other sends them back), every figure the best of --repeats, the runs
+//    interleaved;
+//  - TCP on loopback, as iperf3 measures it: one direction, streaming, 1 and 2 pairs, and both
+//    directions at once on 1 pair, to check the reference against;
 //  - training: samples per second of the 784-500-10 MLP (global batch 100) with 1 ps and 1 or 2
 //    workers under each Sync policy, against in-process Mirrored with 2 replicas.
 // Every task is a real process, started by this program (see tests/support/processes.hpp).
 //
-// Run: build/benchmarks/bench_ps [--quick] [--keep-heap] [--csv PATH] [--json PATH]; --help lists
-//      the options.
+// Run: build/benchmarks/bench_ps [--quick] [--keep-heap] [--repeats N] [--csv PATH] [--json PATH];
+//      --help lists the options.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
@@ -109,64 +114,114 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
 
 // ---- references -----------------------------------------------------------------------------
 
-// `pairs` TCP connections on loopback at once; on each, `rounds` times, one end sends `bytes` and
-// the other sends them back. Returns the bytes moved per second over all pairs.
-double tcp_reference(std::size_t bytes, int pairs, int rounds) {
-  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
-  ::listen(listener, pairs);
-  auto send_all = [](int fd, char const* p, std::size_t n) {
-    while (n > 0) {
-      auto const k = ::send(fd, p, n, 0);
-      if (k <= 0) std::abort();
-      p += k;
-      n -= static_cast<std::size_t>(k);
-    }
-  };
-  auto recv_all = [](int fd, char* p, std::size_t n) {
-    while (n > 0) {
-      auto const k = ::recv(fd, p, n, 0);
-      if (k <= 0) std::abort();
-      p += k;
-      n -= static_cast<std::size_t>(k);
-    }
-  };
+// A listening socket on loopback and `pairs` connections to it: {client, server} descriptors.
+struct TcpPairs {
   std::vector<int> clients, servers;
-  for (int i = 0; i < pairs; ++i) {
-    int c = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) std::abort();
-    clients.push_back(c);
-    servers.push_back(::accept(listener, nullptr, nullptr));
+  explicit TcpPairs(int pairs) {
+    int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+    ::listen(listener, pairs);
+    for (int i = 0; i < pairs; ++i) {
+      int c = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) std::abort();
+      clients.push_back(c);
+      servers.push_back(::accept(listener, nullptr, nullptr));
+    }
+    ::close(listener);
   }
+  ~TcpPairs() {
+    for (int fd : clients) ::close(fd);
+    for (int fd : servers) ::close(fd);
+  }
+  TcpPairs(TcpPairs const&) = delete;
+  TcpPairs& operator=(TcpPairs const&) = delete;
+};
+
+void send_all(int fd, char const* p, std::size_t n) {
+  while (n > 0) {
+    auto const k = ::send(fd, p, n, 0);
+    if (k <= 0) std::abort();
+    p += k;
+    n -= static_cast<std::size_t>(k);
+  }
+}
+void recv_all(int fd, char* p, std::size_t n) {
+  while (n > 0) {
+    auto const k = ::recv(fd, p, n, 0);
+    if (k <= 0) std::abort();
+    p += k;
+    n -= static_cast<std::size_t>(k);
+  }
+}
+
+// TCP on loopback as iperf3 measures it: `total` bytes in writes of 128 KiB (iperf3's default),
+// one direction on each of `pairs` pairs at once, or both directions at once on each (`duplex`).
+// Returns the bytes received per second over all pairs and directions.
+double tcp_stream(std::size_t total, int pairs, bool duplex) {
+  TcpPairs tcp(pairs);
+  constexpr std::size_t chunk = 128 * 1024;
+  auto sender = [&](int fd) {
+    std::vector<char> buffer(chunk, 1);
+    for (std::size_t sent = 0; sent < total; sent += chunk) {
+      send_all(fd, buffer.data(), std::min(chunk, total - sent));
+    }
+  };
+  auto receiver = [&](int fd) {
+    std::vector<char> buffer(chunk);
+    for (std::size_t got = 0; got < total;) {
+      auto const k = ::recv(fd, buffer.data(), chunk, 0);
+      if (k <= 0) std::abort();
+      got += static_cast<std::size_t>(k);
+    }
+  };
+  std::vector<std::thread> threads;
+  auto const start = clock_type::now();
+  for (int i = 0; i < pairs; ++i) {
+    auto const c = tcp.clients[static_cast<std::size_t>(i)];
+    auto const s = tcp.servers[static_cast<std::size_t>(i)];
+    threads.emplace_back(sender, c);
+    threads.emplace_back(receiver, s);
+    if (duplex) {
+      threads.emplace_back(sender, s);
+      threads.emplace_back(receiver, c);
+    }
+  }
+  for (auto& t : threads) t.join();
+  return static_cast<double>(total) * pairs * (duplex ? 2 : 1) / seconds_since(start);
+}
+
+// What the ps does, over plain TCP: `pairs` connections on loopback at once (one per worker); on
+// each, `rounds` times, one end sends `bytes` (the push) and the other sends them back (the
+// answer). Returns the bytes moved per second over all pairs.
+double tcp_reference(std::size_t bytes, int pairs, int rounds) {
+  TcpPairs tcp(pairs);
   std::vector<std::thread> threads;
   auto const start = clock_type::now();
   for (int i = 0; i < pairs; ++i) {
     threads.emplace_back([&, i] {  // the echoing end
       std::vector<char> buffer(bytes);
+      int const fd = tcp.servers[static_cast<std::size_t>(i)];
       for (int r = 0; r < rounds; ++r) {
-        recv_all(servers[static_cast<std::size_t>(i)], buffer.data(), bytes);
-        send_all(servers[static_cast<std::size_t>(i)], buffer.data(), bytes);
+        recv_all(fd, buffer.data(), bytes);
+        send_all(fd, buffer.data(), bytes);
       }
     });
     threads.emplace_back([&, i] {
       std::vector<char> buffer(bytes, 1);
+      int const fd = tcp.clients[static_cast<std::size_t>(i)];
       for (int r = 0; r < rounds; ++r) {
-        send_all(clients[static_cast<std::size_t>(i)], buffer.data(), bytes);
-        recv_all(clients[static_cast<std::size_t>(i)], buffer.data(), bytes);
+        send_all(fd, buffer.data(), bytes);
+        recv_all(fd, buffer.data(), bytes);
       }
     });
   }
   for (auto& t : threads) t.join();
-  double const seconds = seconds_since(start);
-  for (int fd : clients) ::close(fd);
-  for (int fd : servers) ::close(fd);
-  ::close(listener);
-  return 2.0 * static_cast<double>(bytes) * rounds * pairs / seconds;
+  return 2.0 * static_cast<double>(bytes) * rounds * pairs / seconds_since(start);
 }
 
 double mirrored_reference(std::int64_t steps) {
@@ -213,13 +268,17 @@ int main(int argc, char** argv) {
     return *status;
   }
   bool quick = false, keep_heap = false;
+  int repeats = 3;
   bench::CommandLine cli("bench_ps",
                          "Parameter-server push+pull bytes/s against TCP, and training samples/s "
                          "under each Sync against Mirrored; every task a process on loopback.");
   cli.flag("--quick", quick, "fewer steps, for a smoke run");
   cli.flag("--keep-heap", keep_heap,
            "every task raises glibc's mmap and trim thresholds to 1 GiB");
+  cli.integer("--repeats", "N", repeats, 1,
+              "runs of each exchange and TCP figure, interleaved, best kept (default 3; --quick: 1)");
   if (auto const status = cli.parse(argc, argv)) return *status;
+  if (quick) repeats = 1;
   bench::Results results(cli);
   if (!results.ok()) return 2;
   // glibc maps every block over its (adaptive, at most 32 MiB) threshold afresh and unmaps it on
@@ -229,24 +288,55 @@ int main(int argc, char** argv) {
   bench::Record record;
   record.set("benchmark", "ps").set("quick", quick ? 1 : 0).set("keep_heap", keep_heap ? 1 : 0);
 
-  std::printf("Parameter-server exchange on loopback: push + pull bytes/s, against TCP socket pairs\n");
-  std::printf("%8s %14s %14s %14s %8s\n", "model", "shards+workers", "ZmqPs GB/s", "TCP GB/s", "ratio");
+  // The references first: TCP on loopback as iperf3 measures it.
+  std::size_t const stream_bytes = (quick ? 256 : 2048) * mib;
+  auto const stream = bench::best_of({[&] { return tcp_stream(stream_bytes, 1, false); },
+                                      [&] { return tcp_stream(stream_bytes, 2, false); },
+                                      [&] { return tcp_stream(stream_bytes, 1, true); }},
+                                     repeats);
+  std::printf("TCP on loopback, streaming (as iperf3 measures it), best of %d: 1 pair %.3f GB/s, "
+              "2 pairs %.3f GB/s, 1 pair both ways %.3f GB/s\n\n",
+              repeats, stream[0] / 1e9, stream[1] / 1e9, stream[2] / 1e9);
+  record.set("tcp_stream_bytes_per_second", stream[0])
+      .set("tcp_stream_2_pairs_bytes_per_second", stream[1])
+      .set("tcp_duplex_bytes_per_second", stream[2]);
+
+  std::printf("Parameter-server exchange on loopback: push + pull bytes/s, best of %d, against TCP "
+              "socket pairs doing the same (send, echo)\n", repeats);
+  std::printf("%8s %11s %11s %8s %11s %11s %9s %9s\n", "model", "1+1 GB/s", "2+2 GB/s", "2+2/1+1",
+              "TCP 1 GB/s", "TCP 2 GB/s", "1+1/TCP", "2+2/TCP");
   for (std::size_t megabytes : {1, 4, 16, 64}) {
-    std::int64_t const steps = std::max<std::int64_t>(quick ? 3 : 8, (quick ? 64 : 512) / static_cast<std::int64_t>(megabytes));
-    for (int n : {1, 2}) {
+    std::int64_t const steps = std::max<std::int64_t>(quick ? 3 : 16, (quick ? 64 : 1024) / static_cast<std::int64_t>(megabytes));
+    bool failed = false;
+    auto exchange = [&](int n) {
       testing::TempDir dir("bench-ps");
-      if (!run("exchange:" + std::to_string(megabytes) + ":" + std::to_string(steps), dir.path, n, n)) return 1;
+      if (!run("exchange:" + std::to_string(megabytes) + ":" + std::to_string(steps), dir.path, n, n)) {
+        failed = true;
+        return 0.0;
+      }
       double ps = 0.0;
       for (int w = 0; w < n; ++w) ps += read_number(dir / ("exchange-" + std::to_string(w) + ".txt"));
-      double const tcp = tcp_reference(megabytes * mib, n, static_cast<int>(steps));
-      std::printf("%5zu MiB %10d+%-3d %14.3f %14.3f %8.2f\n", megabytes, n, n, ps / 1e9, tcp / 1e9, ps / tcp);
+      return ps;
+    };
+    auto const best = bench::best_of(
+        {[&] { return exchange(1); }, [&] { return exchange(2); },
+         [&] { return tcp_reference(megabytes * mib, 1, static_cast<int>(steps)); },
+         [&] { return tcp_reference(megabytes * mib, 2, static_cast<int>(steps)); }},
+        repeats);
+    if (failed) return 1;
+    std::printf("%4zu MiB %11.3f %11.3f %8.2f %11.3f %11.3f %9.2f %9.2f\n", megabytes, best[0] / 1e9,
+                best[1] / 1e9, best[1] / best[0], best[2] / 1e9, best[3] / 1e9, best[0] / best[2],
+                best[1] / best[3]);
+    for (int n : {1, 2}) {
+      double const ps = best[static_cast<std::size_t>(n - 1)], tcp = best[static_cast<std::size_t>(n + 1)];
       record.add("exchange", bench::Record{}
                                  .set("mib", megabytes)
                                  .set("shards", n)
                                  .set("workers", n)
                                  .set("bytes_per_second", ps)
                                  .set("tcp_bytes_per_second", tcp)
-                                 .set("ratio", ps / tcp));
+                                 .set("ratio", ps / tcp)
+                                 .set("over_1_1", ps / best[0]));
     }
   }
 
