@@ -82,8 +82,9 @@ struct Options {
   std::string data_dir;
   bool log_placement = false;
   std::string ps_keys;            // ps-*: CURVE keys made by convoy-keygen (see --help)
-  bool allow_plaintext = false;   // ps-*: serve plaintext on a non-loopback address
+  bool allow_plaintext = false;   // ps-*, multiworker*: plaintext on a non-loopback address
   std::int64_t heartbeat_ms = 0;  // ps-*: ZmqPs::heartbeat; 0: off
+  std::int64_t exchange_timeout_ms = 60'000;  // multiworker*: Gloo::timeout
 };
 
 // Default learning rates, one per optimizer. Adam's, with batch 200 and 20 epochs, is the default
@@ -140,8 +141,11 @@ constexpr std::string_view usage = R"(usage: fashion_mnist [options]
                         /usr/share/datasets/fashion-mnist)
   --ps-keys DIR         ps-*: CurveZMQ keys from convoy-keygen: DIR/ps.key and DIR/ps.pub, the
                         workers' DIR/workers/*.pub, and each worker's DIR/workers/worker<RANK>.key
-  --allow-plaintext     ps-*: serve plaintext on a non-loopback address (a trusted network only)
+  --allow-plaintext     ps-*, multiworker*: plaintext on a non-loopback address (a trusted
+                        network only)
   --heartbeat-ms N      ps-*: drop and log a peer silent for N ms, 0..3600000; 0: off (default 0)
+  --exchange-timeout-ms N  multiworker*: the longest wait for one exchange with the other
+                        processes, 1..3600000                         (default 60000)
   --log-placement       print where every variable lives and which replica computes
   --help                print this text
 Exit status: 0 on success, 2 for a bad option (one line on stderr, before any training), 1 for
@@ -298,6 +302,9 @@ Options parse(int argc, char** argv) {
       o.ps_keys = value();
     } else if (arg == "--allow-plaintext") {
       o.allow_plaintext = true;
+    } else if (arg == "--exchange-timeout-ms") {
+      o.exchange_timeout_ms = parse_integer<std::int64_t>(arg, value(), 1, 3'600'000,
+                                                          "expected a whole number from 1 to 3600000");
     } else if (arg == "--heartbeat-ms") {
       o.heartbeat_ms = parse_integer<std::int64_t>(arg, value(), 0, 3'600'000,
                                                    "expected a whole number from 0 to 3600000");
@@ -544,7 +551,9 @@ int train_multiworker([[maybe_unused]] Options const& o,
   auto build = [&] {
     try {
       return Strategy{convoy::nn::Mlp{sizes},
-                      {.replicas = o.replicas, .log_placement = o.log_placement}};
+                      {.replicas = o.replicas, .log_placement = o.log_placement},
+                      convoy::comm::Gloo{.timeout = std::chrono::milliseconds(o.exchange_timeout_ms),
+                                         .allow_plaintext = o.allow_plaintext}};
     } catch (convoy::ClusterError const&) {
       throw;
     } catch (convoy::TimeoutError const&) {

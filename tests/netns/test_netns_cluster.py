@@ -16,6 +16,14 @@ examples/02_fashion_mnist (1 ps + 2 workers, TF_CONFIG, plaintext opted into wit
          link came back;
   curve  --strategy ps-sync --ps-keys DIR: CURVE on, two authorized worker keys, accuracy floor.
 
+And one of the two workers alone, with no ps, as a multi-worker collective over Gloo:
+
+  gloo-cut  --strategy multiworker --allow-plaintext --exchange-timeout-ms 3000: once both train,
+         worker 1's switch port goes down for good. Both must end with status 1 within the
+         exchange timeout and a few seconds more, never hang: worker 0 with the documented
+         TimeoutError naming worker 1 and its address (the liveness board it keeps saw worker 1
+         stop beating), worker 1 with its own, naming worker 0, whose board it cannot reach.
+
 Usage: test_netns_cluster.py FASHION_MNIST CONVOY_KEYGEN. Needs root, iproute2's `ip` and network
 namespaces; where any is missing it exits 77 (ctest: skipped) saying why. CONVOY_TEST_TMP names the
 folder for keys and logs; CONVOY_KEEP_TMP keeps them. Namespaces are named convoy-netns-<pid>-*,
@@ -43,6 +51,7 @@ RUN_LIMIT = 60  # seconds one run may take (each process is killed by timeout(1)
 ACCURACY_FLOOR = 0.70  # 200-300 steps of batch 100 reach 0.75-0.80; chance is 0.10
 HEARTBEAT_MS = 500
 CUT_SECONDS = 3  # six heartbeats: both sides must notice
+GLOO_TIMEOUT_MS = 3000
 
 
 class Skip(Exception):
@@ -123,12 +132,19 @@ def tf_config(job, index):
     return f'{{"cluster":{{{jobs}}},"task":{{"type":"{job}","index":{index}}}}}'
 
 
+def workers_only_config(index):
+    """TF_CONFIG of a cluster of the two workers alone, as the source text's
+    MultiWorkerMirroredStrategy example sets it."""
+    workers = ",".join(f'"{SUBNET}.{h}:{PORT}"' for j, _, h in TASKS if j == "worker")
+    return f'{{"cluster":{{"worker":[{workers}]}},"task":{{"type":"worker","index":{index}}}}}'
+
+
 class Task:
     """One process in its namespace, its output collected line by line as it comes."""
 
-    def __init__(self, net, job, index, command):
+    def __init__(self, net, job, index, command, config=None):
         self.name = f"{job}:{index}"
-        env = dict(os.environ, TF_CONFIG=tf_config(job, index), OMP_NUM_THREADS="1",
+        env = dict(os.environ, TF_CONFIG=config or tf_config(job, index), OMP_NUM_THREADS="1",
                    OPENBLAS_NUM_THREADS="1")
         self.lines = []
         self.lock = threading.Lock()
@@ -288,6 +304,41 @@ def curve_run(net, program, keygen, keys):
     return f"accuracy {value:.3f}"
 
 
+def gloo_cut_run(net, program):
+    tasks = []
+    try:
+        for index in (0, 1):
+            tasks.append(Task(net, "worker", index,
+                              [program, "--strategy", "multiworker", "--hidden", "100", "--steps",
+                               "1000000", "--batch", "100", "--log-every", "250",
+                               "--allow-plaintext", "--exchange-timeout-ms", str(GLOO_TIMEOUT_MS)],
+                              config=workers_only_config(index)))
+        if tasks[0].wait_for(r"has no convoy::gloo", 5) is not None:
+            return "skipped: this build of the example has no convoy::gloo"
+        check(tasks[1].wait_for(r"After \d+ training steps", 30) is not None,
+              "worker 1 did not train before the cut", tasks)
+        net.link(("worker", 1), "down")
+        cut = time.monotonic()
+        statuses = [t.finish(GLOO_TIMEOUT_MS / 1000 + 20) for t in tasks]
+        ended = time.monotonic() - cut
+    finally:
+        for t in tasks:
+            t.kill()
+        net.link(("worker", 1), "up")
+    for t, status in zip(tasks, statuses):
+        check(status == 1, f"{t.name} exited with status {status}, expected 1 (an error, not a "
+              "hang ended by timeout(1) with 124)", tasks)
+    chief = tasks[0].wait_for(rf"lost the Gloo allreduce: .*Timed out.*worker:1 at {SUBNET}\.3:", 0)
+    check(chief is not None, "worker 0's error did not name worker 1 at its address", tasks)
+    # Worker 1's allreduce or its replica's wait for the bucket's sum, whichever times out first.
+    other = tasks[1].wait_for(rf"(Timed out waiting {GLOO_TIMEOUT_MS}ms|waited {GLOO_TIMEOUT_MS} "
+                              rf"ms).*worker:0 at {SUBNET}\.2:", 0)
+    check(other is not None, "worker 1 did not end with the exchange's timeout, naming worker 0",
+          tasks)
+    return (f"both ended {ended:.1f} s after the cut:\n  [worker:0] {chief}\n"
+            f"  [worker:1] {other}")
+
+
 def main():
     if len(sys.argv) != 3:
         print("usage: test_netns_cluster.py FASHION_MNIST CONVOY_KEYGEN", file=sys.stderr)
@@ -322,7 +373,8 @@ def main():
         failed = 0
         for name, run in (("sync", lambda: sync_run(net, program)),
                           ("cut", lambda: cut_run(net, program)),
-                          ("curve", lambda: curve_run(net, program, keygen, work / "keys"))):
+                          ("curve", lambda: curve_run(net, program, keygen, work / "keys")),
+                          ("gloo-cut", lambda: gloo_cut_run(net, program))):
             started = time.monotonic()
             try:
                 result = run()

@@ -185,10 +185,11 @@ class HostFabric {
       std::string message = "convoy: process " + std::to_string(process_) +
                             " (worker:" + std::to_string(process_) +
                             ") lost the Gloo allreduce: " + what;
+      // A timeout: the collective engine adds who stopped answering (explain_timeout()), once.
+      if (what.find("Timed out") != std::string::npos) throw TimeoutError(message);
       // A peer's connection closed at once; a killed process still looks alive for a moment.
       auto const why = reporter_ ? reporter_->explain_after_failure(std::chrono::seconds(3)) : "";
       if (!why.empty()) message += "; " + why;
-      if (what.find("Timed out") != std::string::npos) throw TimeoutError(message);
       throw Error(message);
     }
   }
