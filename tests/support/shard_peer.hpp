@@ -6,6 +6,7 @@
 #include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
