@@ -273,7 +273,8 @@ class Shard {
   std::int64_t refused() const { return refused_; }
   /// Connections of workers that had not said goodbye, lost (gone, or silent past heartbeats).
   std::int64_t lost() const { return lost_; }
-  /// Connections closed as soon as they were accepted: the cap (Options::max_connections) was met.
+  /// Connections closed at the cap (Options::max_connections): idle ones to make room, or new ones
+  /// when every open connection was a worker's.
   std::int64_t over_cap() const { return over_cap_; }
   /// Answers dropped because their peer did not read them (its queue was full).
   std::int64_t unsent() const { return unsent_; }
@@ -421,28 +422,38 @@ class Shard {
     worker_lost(worker, address);
   }
 
-  // A new connection: kept while fewer than the cap are open, else shut down at once (ZeroMQ then
-  // closes it and frees its descriptor). The monitor reports it right after ZeroMQ's accept, on
-  // this thread, before any message of it can be read.
+  // A new connection at the cap makes room by closing the oldest open connection that has sent no
+  // request of this run (an idle stranger), so that a worker arriving late or connecting again
+  // always gets in; when every open connection is a worker's, the new one is closed. Closing is a
+  // shutdown(), after which ZeroMQ closes the connection and frees its descriptor. The monitor
+  // reports each accept on this thread, in order with the closes, before any message of it.
   void accepted(int fd) {
-    if (open_.size() < cap_) {
-      open_.insert(fd);
-      return;
+    open_[fd] = ++accepts_;
+    if (open_.size() <= cap_) return;
+    int victim = fd;
+    std::uint64_t oldest = accepts_;
+    for (auto const& [open, order] : open_) {
+      if (order < oldest && !peers_.contains(open)) {
+        victim = open;
+        oldest = order;
+      }
     }
+    open_.erase(victim);
     ++over_cap_;
     ::sockaddr_storage address{};
     ::socklen_t length = sizeof address;
     char text[INET6_ADDRSTRLEN] = "?";
-    if (::getpeername(fd, reinterpret_cast<::sockaddr*>(&address), &length) == 0) {
+    if (::getpeername(victim, reinterpret_cast<::sockaddr*>(&address), &length) == 0) {
       auto const* v6 = reinterpret_cast<::sockaddr_in6 const*>(&address);
       auto const* v4 = reinterpret_cast<::sockaddr_in const*>(&address);
       void const* ip = address.ss_family == AF_INET6 ? static_cast<void const*>(&v6->sin6_addr)
                                                      : static_cast<void const*>(&v4->sin_addr);
       ::inet_ntop(address.ss_family, ip, text, sizeof text);
     }
-    ::shutdown(fd, SHUT_RDWR);
+    ::shutdown(victim, SHUT_RDWR);
     peer_log_.note(std::string("peer ") + text, "connection(s) over the cap",
-                   "closed a connection: " + std::to_string(open_.size()) + " are open, its cap (" +
+                   std::string(victim == fd ? "closed a new connection" : "closed an idle one") +
+                       ": " + std::to_string(cap_) + " are open, its cap (" +
                        "ZmqPs::max_connections, or the file limit less " +
                        std::to_string(reserved_descriptors) + ")");
   }
@@ -1196,7 +1207,8 @@ class Shard {
   std::int64_t unsent_ = 0;
   std::int64_t over_cap_ = 0;        ///< connections closed at once: the cap was reached
   std::size_t cap_ = 0;              ///< connection_cap(), from serve()
-  std::set<int> open_;               ///< open connections, by descriptor
+  std::map<int, std::uint64_t> open_;  ///< open connections: descriptor -> order of accept
+  std::uint64_t accepts_ = 0;
   PeerLog peer_log_{options_.log, "ps:" + std::to_string(options_.index)};
   struct {
     std::string identity, address;
