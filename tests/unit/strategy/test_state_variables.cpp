@@ -114,10 +114,11 @@ TEST_CASE("a synchronous step leaves the mean of the replicas' new state values"
     strategy.set_optimizer(optim::Adam{});
     strategy.run(steps(3, rows));
     // Each replica's change applied in turn, none lost: the value stays within the replicas'
-    // means and has moved off zero.
+    // means and has moved off zero. It reaches 3 exactly when all three replicas compute their
+    // first step from the same zero (changes 0.5, 1 and 1.5 applied in turn), as a TSan run did.
     float const value = strategy.get_weights().at("running").data[0];
     CHECK(value > 0.5f);
-    CHECK(value < 3.0f);
+    CHECK(value <= 3.0f);
   }
 }
 
