@@ -24,7 +24,15 @@ And one of the two workers alone, with no ps, as a multi-worker collective over 
          TimeoutError naming worker 1 and its address (the liveness board it keeps saw worker 1
          stop beating), worker 1 with its own, naming worker 0, whose board it cannot reach.
 
-Usage: test_netns_cluster.py FASHION_MNIST CONVOY_KEYGEN. Needs root, iproute2's `ip` and network
+And two tasks whose peer's host name does not resolve (the namespace's resolver reads only
+/etc/hosts, so no query leaves it):
+
+  unresolved  a ps-sync worker whose ps host is unknown, and a multiworker rank 1 whose rank 0's
+         host is unknown: each must end with status 1 within seconds, naming the peer and the
+         host, not after its 60 s connect (or 120 s bootstrap) timeout.
+
+Usage: test_netns_cluster.py FASHION_MNIST CONVOY_KEYGEN [RUN...] (RUN: sync, cut, curve,
+gloo-cut, unresolved; default all). Needs root, iproute2's `ip` and network
 namespaces; where any is missing it exits 77 (ctest: skipped) saying why. CONVOY_TEST_TMP names the
 folder for keys and logs; CONVOY_KEEP_TMP keeps them. Namespaces are named convoy-netns-<pid>-*,
 removed at the end however the test ends, and any left by a run that was killed (its pid gone) are
@@ -52,6 +60,11 @@ ACCURACY_FLOOR = 0.70  # 200-300 steps of batch 100 reach 0.75-0.80; chance is 0
 HEARTBEAT_MS = 500
 CUT_SECONDS = 3  # six heartbeats: both sides must notice
 GLOO_TIMEOUT_MS = 3000
+# Host names under .invalid, which no resolver knows (RFC 6761); the test's resolver reads only
+# /etc/hosts, so none is ever asked of a name server.
+UNKNOWN_PS = "no-such-ps.invalid"
+UNKNOWN_WORKER = "no-such-worker.invalid"
+UNRESOLVED_LIMIT = 20  # seconds; a connect or bootstrap timeout would be 60 or 120
 
 
 class Skip(Exception):
@@ -79,6 +92,10 @@ def remove_stale_namespaces():
         m = re.fullmatch(re.escape(PREFIX) + r"(\d+)-\w+", name)
         if m and not Path(f"/proc/{m.group(1)}").exists():
             ip("netns", "del", name, check=False)
+    for folder in Path("/etc/netns").glob(f"{PREFIX}*"):  # resolver files of resolver_of_files_only
+        m = re.fullmatch(re.escape(PREFIX) + r"(\d+)-\w+", folder.name)
+        if m and not Path(f"/proc/{m.group(1)}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class Network:
@@ -90,6 +107,7 @@ class Network:
         self.hosts = {}  # (job, index) -> namespace
         self.ports = {}  # (job, index) -> the bridge port (in the switch namespace)
         self.made = []
+        self.made_etc_netns = False  # /etc/netns did not exist: removed again at the end
 
     def add_namespace(self, name):
         ip("netns", "add", name)
@@ -120,7 +138,13 @@ class Network:
     def remove(self):
         for name in reversed(self.made):
             ip("netns", "del", name, check=False)
+            shutil.rmtree(Path("/etc/netns") / name, ignore_errors=True)
         self.made.clear()
+        if self.made_etc_netns:
+            try:
+                Path("/etc/netns").rmdir()
+            except OSError:  # something else put a file there meanwhile: it stays
+                pass
 
 
 def tf_config(job, index):
@@ -339,11 +363,67 @@ def gloo_cut_run(net, program):
             f"  [worker:1] {other}")
 
 
+def resolver_of_files_only(net, task):
+    """Gives `task`'s namespace a name service switch that looks host names up in /etc/hosts
+    alone (`ip netns exec` mounts /etc/netns/NAME/nsswitch.conf over /etc/nsswitch.conf): a name
+    that is not there is unknown at once, as a DNS answer of 'no such name' makes it, and no query
+    leaves the namespace. Returns the folder to remove afterwards."""
+    folder = Path("/etc/netns") / net.hosts[task]
+    if not folder.parent.exists():
+        folder.parent.mkdir()
+        net.made_etc_netns = True
+    folder.mkdir(exist_ok=True)
+    try:
+        lines = Path("/etc/nsswitch.conf").read_text().splitlines()
+    except OSError:
+        lines = []
+    lines = [line for line in lines if not line.startswith("hosts:")] + ["hosts: files"]
+    (folder / "nsswitch.conf").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def unresolved_run(net, program):
+    """A ps or a rank 0 whose host name does not resolve: the task must end at once with status 1,
+    naming the peer and the host, instead of waiting out its connect or bootstrap timeout."""
+    shown = []
+    for what, job_index, config, options, peer, host in (
+            ("a ps-sync worker", ("worker", 0),
+             f'{{"cluster":{{"ps":["{UNKNOWN_PS}:{PORT}"],"worker":["{SUBNET}.2:{PORT}"]}},'
+             f'"task":{{"type":"worker","index":0}}}}',
+             ["--strategy", "ps-sync"], "ps:0", UNKNOWN_PS),
+            ("a multiworker rank", ("worker", 1),
+             f'{{"cluster":{{"worker":["{UNKNOWN_WORKER}:{PORT}","{SUBNET}.3:{PORT}"]}},'
+             f'"task":{{"type":"worker","index":1}}}}',
+             ["--strategy", "multiworker"], "rank 0", UNKNOWN_WORKER)):
+        folder = resolver_of_files_only(net, job_index)
+        task = None
+        try:
+            started = time.monotonic()
+            task = Task(net, *job_index, [program, *options, "--steps", "10", "--batch", "100",
+                                          "--allow-plaintext"], config=config)
+            status = task.finish(UNRESOLVED_LIMIT)
+            took = time.monotonic() - started
+        finally:
+            if task:
+                task.kill()
+            shutil.rmtree(folder, ignore_errors=True)
+        if what == "a multiworker rank" and task.wait_for(r"has no convoy::gloo", 0) is not None:
+            shown.append(f"{what}: skipped: this build of the example has no convoy::gloo")
+            continue
+        check(status == 1, f"{what} exited with status {status}, expected 1", [task])
+        line = task.wait_for(rf"{re.escape(peer)}'s address '{re.escape(host)}:{PORT}' names host "
+                             rf"'{re.escape(host)}', which does not resolve here", 0)
+        check(line is not None, f"{what} did not name {peer}'s host", [task])
+        check(took < UNRESOLVED_LIMIT - 5, f"{what} took {took:.1f} s to give up", [task])
+        shown.append(f"{what} ended after {took:.1f} s: {line}")
+    return "\n  " + "\n  ".join(shown)
+
+
 def main():
-    if len(sys.argv) != 3:
-        print("usage: test_netns_cluster.py FASHION_MNIST CONVOY_KEYGEN", file=sys.stderr)
+    if len(sys.argv) < 3:
+        print("usage: test_netns_cluster.py FASHION_MNIST CONVOY_KEYGEN [RUN...]", file=sys.stderr)
         return 2
-    program, keygen = sys.argv[1], sys.argv[2]
+    program, keygen, chosen = sys.argv[1], sys.argv[2], set(sys.argv[3:])
     if os.geteuid() != 0:
         print("test_netns_cluster: skipped: network namespaces need root")
         return SKIP
@@ -374,7 +454,10 @@ def main():
         for name, run in (("sync", lambda: sync_run(net, program)),
                           ("cut", lambda: cut_run(net, program)),
                           ("curve", lambda: curve_run(net, program, keygen, work / "keys")),
-                          ("gloo-cut", lambda: gloo_cut_run(net, program))):
+                          ("gloo-cut", lambda: gloo_cut_run(net, program)),
+                          ("unresolved", lambda: unresolved_run(net, program))):
+            if chosen and name not in chosen:
+                continue
             started = time.monotonic()
             try:
                 result = run()

@@ -23,7 +23,8 @@ struct ZmqPs {
   static constexpr bool serves_shards = true;  ///< only with place::Sharded
   /// This task's cluster; empty: resolved from the environment (Cluster::from_environment()).
   std::optional<Cluster> cluster{};
-  /// How long a worker waits for a shard to come up (it logs the shard it waits for meanwhile).
+  /// How long a worker waits for a shard to come up (it logs the shard it waits for meanwhile). A
+  /// shard host name the resolver does not know stops the worker at once, with a ClusterError.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
   /// The host a ps task binds; empty: the host of its own address in the cluster spec (a name is
   /// looked up and its IPv4 address bound; "*" binds every interface).

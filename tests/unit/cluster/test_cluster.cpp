@@ -4,7 +4,9 @@
 // whose messages must quote the offending part and name where it came from.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <convoy/cluster.hpp>
+#include <convoy/cluster/host_lookup.hpp>
 #include <convoy/core/error.hpp>
 #include <functional>
 #include <helpers.hpp>
@@ -770,4 +772,15 @@ TEST_CASE("a control character in a host name is refused, naming the byte") {
                                                          "b:1"),
                                              "test"),
                        doctest::Contains("control character (byte 1)"), ClusterError);
+}
+
+TEST_CASE("a peer's host is looked up before connecting: numeric hosts and loopback names pass") {
+  // An unknown name fails at once, naming it: tests/netns (its resolver reads only /etc/hosts,
+  // so no query leaves the machine). Here: what must pass at once, without a name server.
+  auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  CHECK_NOTHROW(convoy::wait_until_resolves("ps:0", "127.0.0.1:2222", deadline));
+  CHECK_NOTHROW(convoy::wait_until_resolves("ps:0", "[::1]:2222", deadline));
+  CHECK_NOTHROW(convoy::wait_until_resolves("ps:0", "localhost:2222", deadline));
+  CHECK_THROWS_WITH_AS(convoy::wait_until_resolves("ps:0", "localhost", deadline),
+                       doctest::Contains("has no port"), ClusterError);
 }

@@ -22,6 +22,7 @@
 #include <zmq_addon.hpp>
 
 #include "../../cluster/cluster.hpp"
+#include "../../cluster/host_lookup.hpp"
 #include "../../core/error.hpp"
 
 namespace convoy::comm::bootstrap {
@@ -146,6 +147,7 @@ inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
   std::string const rank_text = std::to_string(rank);
   std::string const from =
       "convoy: rank " + rank_text + " asked rank 0 at " + address + " for " + std::string(what);
+  wait_until_resolves("rank 0", address, deadline);
   int attempts = 0;
   std::string missing;  // what rank 0 last said it waits for
   std::optional<zmq::socket_t> socket;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "../../cluster.hpp"
+#include "../../cluster/host_lookup.hpp"
 #include "../../core/concepts.hpp"
 #include "../../core/error.hpp"
 #include "../../core/snapshot.hpp"
@@ -463,6 +464,12 @@ class Engine {
       if (client_ && !rejoin_) return;
       if (cluster_.is_ps()) refuse_on_ps("connect to the shards");
       fingerprints_.clear();
+      if (!client_) {  // a host that does not resolve is said at once, not after connect_timeout
+        auto const deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
+        for (std::size_t s = 0; s < cluster_.ps_count(); ++s) {
+          wait_until_resolves("ps:" + std::to_string(s), cluster_.ps_address(s), deadline);
+        }
+      }
       std::vector<std::string> endpoints;
       for (std::size_t s = 0; s < cluster_.ps_count(); ++s) {
         endpoints.push_back(endpoint(cluster_.ps_address(s)));

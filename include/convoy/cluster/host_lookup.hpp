@@ -1,0 +1,54 @@
+// Looking up a peer's host name before connecting to it: ZeroMQ resolves a name in the background
+// and retries forever, so a misspelled or unknown host would cost the whole connect timeout and end
+// in a message about silence instead of the name.
+#pragma once
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "../core/error.hpp"
+#include "address.hpp"
+
+namespace convoy {
+
+/// Waits until the host of `address` ("host:port", as in a cluster spec) resolves to an IPv4
+/// address, the family the connections that follow use. Numeric and bracketed hosts return at
+/// once. A name the resolver says does not exist (no such name in the hosts file or the DNS, or
+/// no IPv4 address for it) throws ClusterError at once, naming `who` (the peer: "ps:0"), the
+/// address and the resolver's words. A temporary failure (no name server answered) is asked again
+/// every 500 ms until `deadline`, then throws ClusterError the same way. Blocks up to `deadline`.
+inline void wait_until_resolves(std::string_view who, std::string_view address,
+                                std::chrono::steady_clock::time_point deadline) {
+  Address const parsed = parse_address(address, who);
+  if (address.front() == '[') return;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  for (;;) {
+    addrinfo* found = nullptr;
+    int const status = ::getaddrinfo(parsed.host.c_str(), nullptr, &hints, &found);
+    if (found != nullptr) ::freeaddrinfo(found);
+    if (status == 0) return;
+    std::string const problem = "convoy: " + std::string(who) + "'s address '" +
+                                std::string(address) + "' names host '" + parsed.host +
+                                "', which does not resolve here (" + ::gai_strerror(status) + ")";
+    if (status != EAI_AGAIN) {
+      throw ClusterError(problem +
+                         "; check the host in the cluster spec (TF_CONFIG, the "
+                         "launcher's variables or the flags)");
+    }
+    if (std::chrono::steady_clock::now() + std::chrono::milliseconds(500) > deadline) {
+      throw ClusterError(problem +
+                         ", and the resolver still failed when the connect timeout "
+                         "ran out; is a name server reachable from here?");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+}  // namespace convoy
