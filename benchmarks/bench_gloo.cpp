@@ -1,10 +1,12 @@
 // comm::Gloo across 2 processes on loopback, each a real process this program starts
 // (tests/support/ processes.hpp). Two tables:
-//   allreduce: one buffer of 1 to 64 MiB summed over the 2 processes through convoy's fabric
-//     (HostExchange handing it to Gloo on its communication thread, as a training step does),
-//     against Gloo's own allreduce of the same buffer in the same processes, and against a TCP
-//     socket pair on loopback moving the same bytes both ways at once (each process sends and
-//     receives the whole buffer: what a 2-process ring allreduce moves, in the fewest messages).
+//   allreduce: one buffer of 64 KiB to 64 MiB summed over the 2 processes through convoy's fabric
+//     (HostExchange handing it to the fabric's allreducer, as a training step does), against that
+//     allreducer called alone on the same buffer (Gloo::Algorithm::automatic), against
+//     gloo::allreduce's ring at every size (Gloo::Algorithm::ring: a rendezvous per segment, no
+//     registered buffers), and against a TCP socket pair on loopback moving the same bytes both ways at once
+//     (each process sends and receives the whole buffer: what a 2-process allreduce moves, in
+//     the fewest messages).
 //   training: the Fashion-MNIST MLP (784-500-10, 100 rows a process a step) with 2 processes of
 //     one replica under comm::Gloo, against the same 2 processes each training alone with no
 //     exchange (the ceiling), and against in-process Mirrored with 2 replicas.
@@ -59,8 +61,10 @@ TaskOptions parse_scenario(std::string const& s) {
   o.quick = quick != 0;
   return o;
 }
-std::vector<std::size_t> sizes_mib(bool quick) {
-  return quick ? std::vector<std::size_t>{1} : std::vector<std::size_t>{1, 4, 16, 64};
+// 64 KiB: a bucket of a small model, where Gloo's per-call allreduce stalled (docs/gloo.md).
+std::vector<std::size_t> sizes_kib(bool quick) {
+  return quick ? std::vector<std::size_t>{1024}
+               : std::vector<std::size_t>{64, 1024, 4 * 1024, 16 * 1024, 64 * 1024};
 }
 
 // Full-duplex TCP between the 2 processes: each sends `bytes` and receives `bytes` at once.
@@ -121,61 +125,64 @@ class SocketPair {
   int fd_ = -1;
 };
 
-// Rank 0 writes "<mib> <fabric s> <gloo s> <tcp s>" a line, the best of the repeats.
+// Rank 0 writes "<MiB> <fabric s> <gloo s> <gloo::allreduce s> <tcp s>" a line: each the mean
+// of a few calls in a row, the best of the repeats, the four interleaved.
 int allreduce_task(TaskOptions const& o, std::filesystem::path const& dir) {
   auto const cluster = Cluster::from_environment();
   int const rank = cluster.worker_rank();
   auto context = comm::gloo_fabric::connect_mesh(cluster, {.host = "127.0.0.1", .interface = {}},
                                                  60s, comm::bootstrap::Options{});
-  auto gloo_allreduce = [&, tag = std::uint32_t{0}](std::span<float> x) mutable {
-    ::gloo::AllreduceOptions opts(context);
-    opts.setOutput(x.data(), x.size());
-    opts.setReduceFunction(
-        static_cast<void (*)(void*, void const*, void const*, std::size_t)>(&::gloo::sum<float>));
-    opts.setTag(tag++);
-    ::gloo::allreduce(opts);
-  };
-  comm::gloo_fabric::HostExchange exchange(1, 1, 60s, gloo_allreduce);
+  // What comm::Gloo's fabric runs (Gloo::Algorithm::automatic), and gloo::allreduce's ring for
+  // every size (Gloo::Algorithm::ring: a rendezvous per segment, no registered buffers).
+  comm::gloo_fabric::Allreducer automatic(context, comm::Gloo::Algorithm::automatic, 60s);
+  comm::gloo_fabric::Allreducer per_call(context, comm::Gloo::Algorithm::ring, 60s);
   auto const tcp_port = parse_address(cluster.worker_address(0), "bench").port + 1;
   SocketPair pair(rank, tcp_port);
   std::ofstream out(dir / ("allreduce" + std::to_string(rank) + ".txt"));
-  for (auto const mib : sizes_mib(o.quick)) {
-    std::size_t const n = mib * (std::size_t{1} << 20) / sizeof(float);
+  for (auto const kib : sizes_kib(o.quick)) {
+    std::size_t const n = kib * std::size_t{1024} / sizeof(float);
     std::vector<float> values(n, 1.0f);
     std::vector<char> send(n * sizeof(float), 1), recv(n * sizeof(float));
-    double best_fabric = 1e30, best_gloo = 1e30, best_tcp = 1e30;
+    // The fabric: HostExchange handing the buffer to the allreducer, as a training step does.
+    comm::gloo_fabric::HostExchange exchange(
+        1, 1, 60s, [&](std::size_t, std::span<float> x) { automatic.reduce(0, x); });
+    int const calls = static_cast<int>(std::clamp<std::size_t>(64 * 1024 / kib, 4, 64));
+    auto timed = [&](auto&& call) {
+      auto const t = std::chrono::steady_clock::now();
+      for (int c = 0; c < calls; ++c) call();
+      return seconds_since(t) / calls;
+    };
+    double best[4] = {1e30, 1e30, 1e30, 1e30};
     for (int r = 0; r < o.repeats + 1; ++r) {  // the first round warms up
-      auto t = std::chrono::steady_clock::now();
-      exchange.port(0).start(0, values);
-      exchange.port(0).wait();
-      double const fabric = seconds_since(t);
-      t = std::chrono::steady_clock::now();
-      gloo_allreduce(values);
-      double const own = seconds_since(t);
-      t = std::chrono::steady_clock::now();
-      pair.exchange(send, recv);
-      double const tcp = seconds_since(t);
+      double const times[4] = {timed([&] {
+                                 exchange.port(0).start(0, values);
+                                 exchange.port(0).wait();
+                               }),
+                               timed([&] { automatic.reduce(0, values); }),
+                               timed([&] { per_call.reduce(0, values); }),
+                               timed([&] { pair.exchange(send, recv); })};
       if (r == 0) continue;
-      best_fabric = std::min(best_fabric, fabric);
-      best_gloo = std::min(best_gloo, own);
-      best_tcp = std::min(best_tcp, tcp);
+      for (int k = 0; k < 4; ++k) best[k] = std::min(best[k], times[k]);
     }
-    out << mib << " " << best_fabric << " " << best_gloo << " " << best_tcp << "\n";
+    out << static_cast<double>(kib) / 1024 << " " << best[0] << " " << best[1] << " " << best[2]
+        << " " << best[3] << "\n";
   }
   return 0;
 }
 
 constexpr std::size_t rows_per_process = 100;
 
-// Trains the MLP for `steps` steps: "gloo" with comm::Gloo, "alone" with comm::InProcess (no
-// exchange); writes samples/s.
+// Trains the MLP for `steps` steps: "gloo" with comm::Gloo, "gloo-ring" with its ring algorithm
+// (gloo::allreduce at every size), "alone" with comm::InProcess (no exchange); writes samples/s.
 int train_task(TaskOptions const& o, std::filesystem::path const& dir) {
   auto const cluster = Cluster::from_environment();
   auto const data = io::load_fashion_mnist(io::Split::train);
   double rate = 0.0;
-  if (o.kind == "gloo") {
+  if (o.kind == "gloo" || o.kind == "gloo-ring") {
     using S = Strategy<nn::Mlp, place::Host, comm::Gloo, sync::Synchronous>;
-    Trainer<S> trainer{S{nn::Mlp({784, 500, 10})}, optim::Sgd{0.1f}};
+    comm::Gloo policy;
+    if (o.kind == "gloo-ring") policy.algorithm = comm::Gloo::Algorithm::ring;
+    Trainer<S> trainer{S{nn::Mlp({784, 500, 10}), {}, policy}, optim::Sgd{0.1f}};
     rate = trainer
                .fit(data, {.steps = o.steps,
                            .batch_size = 2 * rows_per_process,
@@ -250,31 +257,36 @@ int main(int argc, char** argv) {
   bench::Record allreduce;
   allreduce.set("benchmark", "gloo").set("part", "allreduce").set("processes", 2);
   std::printf("allreduce of one buffer over 2 processes on loopback, best of %d\n", repeats);
-  std::printf("%8s %14s %14s %14s %12s %12s\n", "MiB", "fabric GB/s", "Gloo GB/s", "TCP GB/s",
-              "fabric/Gloo", "Gloo/TCP");
+  std::printf("%8s %12s %12s %14s %10s %12s %10s %10s\n", "MiB", "fabric GB/s", "Gloo GB/s",
+              "per-call GB/s", "TCP GB/s", "fabric/Gloo", "Gloo/TCP", "Gloo/per-call");
   {
     std::ifstream in(dir / "allreduce0.txt");
-    double mib = 0, fabric = 0, own = 0, tcp = 0;
-    while (in >> mib >> fabric >> own >> tcp) {
+    double mib = 0, fabric = 0, own = 0, per_call = 0, tcp = 0;
+    while (in >> mib >> fabric >> own >> per_call >> tcp) {
       double const bytes = mib * 1048576.0;
-      std::printf("%8.0f %14.2f %14.2f %14.2f %12.3f %12.3f\n", mib, bytes / fabric / 1e9,
-                  bytes / own / 1e9, bytes / tcp / 1e9, own / fabric, tcp / own);
+      std::printf("%8.4g %12.2f %12.2f %14.2f %10.2f %12.3f %10.3f %10.3f\n", mib,
+                  bytes / fabric / 1e9, bytes / own / 1e9, bytes / per_call / 1e9,
+                  bytes / tcp / 1e9, own / fabric, tcp / own, per_call / own);
       allreduce.add("sizes", bench::Record{}
                                  .set("mib", mib)
                                  .set("fabric_bytes_per_second", bytes / fabric)
                                  .set("gloo_bytes_per_second", bytes / own)
+                                 .set("gloo_per_call_bytes_per_second", bytes / per_call)
                                  .set("tcp_bytes_per_second", bytes / tcp)
                                  .set("fabric_vs_gloo", own / fabric)
-                                 .set("gloo_vs_tcp", tcp / own));
+                                 .set("gloo_vs_tcp", tcp / own)
+                                 .set("gloo_vs_per_call", per_call / own));
     }
   }
   results.add(std::move(allreduce));
 
-  double best_gloo = 0.0, best_alone = 0.0, best_mirrored = 0.0;
+  double best_gloo = 0.0, best_ring = 0.0, best_alone = 0.0, best_mirrored = 0.0;
   auto const data = io::load_fashion_mnist(io::Split::train);
   for (int r = 0; r < repeats; ++r) {
     run("gloo" + tag, dir.path);
     best_gloo = std::max(best_gloo, read_rate(dir / "gloo0.txt"));
+    run("gloo-ring" + tag, dir.path);
+    best_ring = std::max(best_ring, read_rate(dir / "gloo-ring0.txt"));
     run("alone" + tag, dir.path);
     best_alone =
         std::max(best_alone, read_rate(dir / "alone0.txt") + read_rate(dir / "alone1.txt"));
@@ -293,6 +305,8 @@ int main(int argc, char** argv) {
   std::printf("%-34s %12.0f %12.3f\n", "2 processes alone, no exchange", best_alone, 1.0);
   std::printf("%-34s %12.0f %12.3f\n", "2 processes, comm::Gloo", best_gloo,
               best_gloo / best_alone);
+  std::printf("%-34s %12.0f %12.3f\n", "2 processes, comm::Gloo, ring", best_ring,
+              best_ring / best_alone);
   std::printf("%-34s %12.0f %12.3f\n", "1 process, Mirrored 2, InProcess", best_mirrored,
               best_mirrored / best_alone);
   results.add(bench::Record{}
@@ -303,6 +317,8 @@ int main(int argc, char** argv) {
                   .set("gloo_2", best_gloo)
                   .set("mirrored_2", best_mirrored)
                   .set("gloo_vs_alone", best_gloo / best_alone)
+                  .set("gloo_ring_2", best_ring)
+                  .set("gloo_ring_vs_alone", best_ring / best_alone)
                   .set("mirrored_vs_alone", best_mirrored / best_alone));
   return results.write() ? 0 : 1;
 }

@@ -352,10 +352,12 @@ def gloo_cut_run(net, program):
     for t, status in zip(tasks, statuses):
         check(status == 1, f"{t.name} exited with status {status}, expected 1 (an error, not a "
               "hang ended by timeout(1) with 124)", tasks)
-    chief = tasks[0].wait_for(rf"lost the Gloo allreduce: .*Timed out.*worker:1 at {SUBNET}\.3:", 0)
+    # Its allreduce's timeout, or its replica's wait for the bucket's sum, whichever comes first.
+    chief = tasks[0].wait_for(rf"(lost the Gloo allreduce: .*Timed out|waited {GLOO_TIMEOUT_MS} ms)"
+                              rf".*worker:1 at {SUBNET}\.3:", 0)
     check(chief is not None, "worker 0's error did not name worker 1 at its address", tasks)
     # Worker 1's allreduce or its replica's wait for the bucket's sum, whichever times out first.
-    other = tasks[1].wait_for(rf"(Timed out waiting {GLOO_TIMEOUT_MS}ms|waited {GLOO_TIMEOUT_MS} "
+    other = tasks[1].wait_for(rf"(Timed out after {GLOO_TIMEOUT_MS} ms|waited {GLOO_TIMEOUT_MS} "
                               rf"ms).*worker:0 at {SUBNET}\.2:", 0)
     check(other is not None, "worker 1 did not end with the exchange's timeout, naming worker 0",
           tasks)

@@ -32,9 +32,12 @@ struct Gloo {
   static constexpr bool collective = true;       ///< every replica takes part in every exchange
   static constexpr bool host_collective = true;  ///< on the host: place::Host or place::Mirrored
 
-  /// Gloo's allreduce algorithms: ring (bandwidth-optimal, the default) and bcube (fewer steps,
-  /// for many processes with small buckets).
-  enum class Algorithm { ring, bcube };
+  /// Which of Gloo's allreduce algorithms sums a bucket (comm/gloo/allreducer.hpp).
+  /// automatic: a bucket of up to 2 MiB on buffers registered once (2 processes exchange whole
+  /// buckets in one round, more run halving-doubling), a larger one through gloo::allreduce's
+  /// pipelined ring; ring and bcube: gloo::allreduce for every bucket; halving_doubling: on
+  /// registered buffers for every bucket. docs/gloo.md has the measurements behind the rule.
+  enum class Algorithm { automatic, ring, halving_doubling, bcube };
 
   /// This process's cluster; empty: resolved from the environment (Cluster::from_environment()).
   /// Its worker 0 serves the rendezvous at its address (comm/bootstrap/rendezvous.hpp).
@@ -50,7 +53,7 @@ struct Gloo {
   std::string host{};
   /// A network interface to listen on instead ("eth0"), which Gloo resolves to its address.
   std::string interface {};
-  Algorithm algorithm = Algorithm::ring;
+  Algorithm algorithm = Algorithm::automatic;
   /// Gloo's TCP transport is neither authenticated nor encrypted: a non-loopback address is
   /// refused unless this is set (a trusted network only; docs/operators.md).
   bool allow_plaintext = false;

@@ -5,11 +5,10 @@
 // names a process that stops answering. Needs convoy::gloo (libgloo-dev).
 #pragma once
 
-#include <gloo/allreduce.h>
 #include <gloo/common/error.h>
-#include <gloo/math.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <concepts>
@@ -19,6 +18,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../../cluster/address.hpp"
@@ -31,6 +31,7 @@
 #include "../buckets/bucket_plan.hpp"
 #include "../buckets/collective_engine.hpp"
 #include "../gloo.hpp"
+#include "allreducer.hpp"
 #include "host_exchange.hpp"
 #include "mesh.hpp"
 
@@ -78,8 +79,8 @@ class HostFabric {
   template <class Group>
   HostFabric(Gloo const& policy, Group& group, BucketPlan const& plan)
       : cluster_(policy.cluster ? *policy.cluster : Cluster::from_environment()),
-        algorithm_(policy.algorithm),
         timeout_(policy.timeout) {
+    for (auto const& b : plan.buckets()) largest_bucket_ = std::max(largest_bucket_, b.size);
     auto const local = group.size();
     processes_ = cluster_.single_process() ? 1 : cluster_.worker_count();
     if (!cluster_.single_process() && cluster_.worker_rank() < 0) {
@@ -108,7 +109,8 @@ class HostFabric {
       detail::SigpipeBlocked const no_sigpipe;
       context_ = connect_mesh(cluster_, listen, policy.timeout,
                               bootstrap::Options{.timeout = policy.bootstrap_timeout});
-      allreduce = [this](std::span<float> values) { reduce(values); };
+      allreducer_ = std::make_unique<Allreducer>(context_, policy.algorithm, policy.timeout);
+      allreduce = [this](std::size_t bucket, std::span<float> values) { reduce(bucket, values); };
       // The liveness board takes the coordinator's address, which the rendezvous has given up.
       auto const& coordinator = cluster_.worker_address(0);
       // Beats four times a second, stale after a second: a lost peer is named within ~1 s.
@@ -147,8 +149,7 @@ class HostFabric {
   std::size_t first_replica() const { return first_; }
   std::string describe() const {
     if (processes_ == 1) return "one process: its replica threads sum in shared memory";
-    return "Gloo (" + std::string(algorithm_ == Gloo::Algorithm::ring ? "ring" : "bcube") +
-           ") over TCP on " + listen_ + ", process " + std::to_string(process_) + " of " +
+    return "Gloo (" + allreducer_->describe(largest_bucket_ * sizeof(float)) + ") over TCP on " + listen_ + ", process " + std::to_string(process_) + " of " +
            std::to_string(processes_) + "; replica threads sum in shared memory first";
   }
   /// After an exchange failed: which processes stopped answering, as the liveness board sees
@@ -165,28 +166,25 @@ class HostFabric {
   // One allreduce across the processes, in place. Gloo's errors become convoy's: a timeout as
   // TimeoutError, a lost connection as Error, each with what the liveness board says of who is
   // missing.
-  void reduce(std::span<float> values) {
-    ::gloo::AllreduceOptions opts(context_);
-    opts.setOutput(values.data(), values.size());
-    opts.setReduceFunction(
-        static_cast<void (*)(void*, void const*, void const*, std::size_t)>(&::gloo::sum<float>));
-    opts.setAlgorithm(algorithm_ == Gloo::Algorithm::bcube
-                          ? ::gloo::AllreduceOptions::Algorithm::BCUBE
-                          : ::gloo::AllreduceOptions::Algorithm::RING);
-    opts.setTag(tag_++);
-    opts.setTimeout(timeout_);
+  void reduce(std::size_t bucket, std::span<float> values) {
     // A replica thread may run this (HostExchange lets a waiting replica reduce a ready bucket).
     detail::SigpipeBlocked const no_sigpipe;
     try {
-      ::gloo::allreduce(opts);
+      allreducer_->reduce(bucket, values);
     } catch (::gloo::Exception const& e) {
       failed_ = true;
-      std::string const what = e.what();
+      std::string what = e.what();
+      if (what.starts_with("[") && what.find("] ") != std::string::npos) {
+        what.erase(0, what.find("] ") + 2);  // Gloo's source file and line: nothing to the user
+      }
       std::string message = "convoy: process " + std::to_string(process_) +
-                            " (worker:" + std::to_string(process_) +
-                            ") lost the Gloo allreduce: " + what;
+                            " (worker:" + std::to_string(process_) + ") lost the Gloo allreduce: ";
       // A timeout: the collective engine adds who stopped answering (explain_timeout()), once.
-      if (what.find("Timed out") != std::string::npos) throw TimeoutError(message);
+      if (what.find("timeout") != std::string::npos || what.find("Timed out") != std::string::npos) {
+        throw TimeoutError(message + "Timed out after " + std::to_string(timeout_.count()) +
+                           " ms waiting for a peer (Gloo: " + what + ")");
+      }
+      message += what;
       // A peer's connection closed at once; a killed process still looks alive for a moment.
       auto const why = reporter_ ? reporter_->explain_after_failure(std::chrono::seconds(3)) : "";
       if (!why.empty()) message += "; " + why;
@@ -202,12 +200,12 @@ class HostFabric {
   }
 
   Cluster cluster_;
-  Gloo::Algorithm algorithm_;
+  std::size_t largest_bucket_ = 0;  // values
   std::chrono::milliseconds timeout_;
   std::size_t processes_ = 1, process_ = 0, world_ = 1, first_ = 0;
   std::string listen_;
   std::shared_ptr<::gloo::Context> context_;
-  std::uint32_t tag_ = 0;                                  // one reducing thread at a time
+  std::unique_ptr<Allreducer> allreducer_;  // registrations on context_'s pairs: after it
   std::atomic<bool> failed_{false};
   std::chrono::milliseconds stale_{1000};  // the liveness options' interval x missed beats
   std::unique_ptr<bootstrap::LivenessBoard> board_;        // the first process only

@@ -29,8 +29,9 @@ namespace convoy::comm::gloo_fabric {
 
 class HostExchange {
  public:
-  /// Sums `values` over the processes, in place. Blocks; throws on failure.
-  using Allreduce = std::function<void(std::span<float> values)>;
+  /// Sums `values`, the sum of bucket `bucket`'s spans, over the processes, in place. Blocks;
+  /// throws on failure.
+  using Allreduce = std::function<void(std::size_t bucket, std::span<float> values)>;
 
   /// `local` replica threads and `buckets` buckets; a wait() gives up after `timeout`. An empty
   /// `allreduce`: every replica of the run is in this process.
@@ -152,7 +153,7 @@ class HostExchange {
       }
       if (allreduce_) {
         ++issued_;
-        allreduce_(sum);
+        allreduce_(bucket, sum);
       }
       for (std::size_t r = 1; r < spans.size(); ++r) std::ranges::copy(sum, spans[r].begin());
     } catch (...) {

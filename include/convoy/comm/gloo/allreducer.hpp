@@ -1,0 +1,125 @@
+// Allreducer: which of Gloo's allreduce algorithms sums a bucket across the processes, and the
+// buffers it keeps registered for it. Small buckets run on buffers registered once, so that a
+// step's data lands in place in one round with no rendezvous per call; large ones through
+// gloo::allreduce, whose ring pipelines segments. The rule and its measurements: docs/gloo.md.
+#pragma once
+
+#include <gloo/algorithm.h>
+#include <gloo/allreduce.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/context.h>
+#include <gloo/math.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../gloo.hpp"
+
+namespace convoy::comm::gloo_fabric {
+
+/// Up to this size Gloo::Algorithm::automatic keeps registered buffers: 2 processes exchange
+/// whole buckets in one round (Gloo's AllreduceRing), more run halving-doubling. Above it,
+/// gloo::allreduce's ring. 2-vCPU machine, 2 processes: 64 KiB 2.5-2.8x and the MLP's 1.6 MB
+/// bucket 1.1-1.2x in training faster registered; 4-64 MiB 1.2-1.5x faster through
+/// gloo::allreduce (benchmarks/bench_gloo, 2026-11-26).
+inline constexpr std::size_t registered_bytes = std::size_t{2} << 20;
+
+/// Not thread-safe: one thread reduces at a time (HostExchange sees to it). Collective: every
+/// process must reduce the same buckets with the same sizes in the same order.
+class Allreducer {
+ public:
+  Allreducer(std::shared_ptr<::gloo::Context> context, Gloo::Algorithm algorithm,
+             std::chrono::milliseconds timeout)
+      : context_(std::move(context)), algorithm_(algorithm), timeout_(timeout) {}
+
+  /// Sums `values` (bucket `bucket`'s) over the processes, in place. Blocks up to the timeout for
+  /// each piece; throws ::gloo::Exception (a timeout's message says "timeout" or "Timed out").
+  void reduce(std::size_t bucket, std::span<float> values) {
+    // Gloo's registered-buffer algorithms count bytes in an int: pieces of 256 MiB at most.
+    constexpr std::size_t piece = std::size_t{64} << 20;
+    for (std::size_t at = 0; at < values.size(); at += piece) {
+      auto const part = values.subspan(at, std::min(piece, values.size() - at));
+      if (registers(part.size_bytes())) {
+        kept(bucket, at / piece, part).run();
+      } else {
+        per_call(part);
+      }
+    }
+  }
+
+  /// What runs a bucket of `bytes` bytes, in words.
+  std::string describe(std::size_t bytes) const {
+    if (!registers(bytes)) {
+      return algorithm_ == Gloo::Algorithm::bcube ? "gloo::allreduce, bcube"
+                                                  : "gloo::allreduce, ring";
+    }
+    if (algorithm_ == Gloo::Algorithm::automatic && context_->size == 2) {
+      return "whole-bucket exchange, registered buffers";
+    }
+    return "halving-doubling, registered buffers";
+  }
+
+ private:
+  bool registers(std::size_t bytes) const {
+    return algorithm_ == Gloo::Algorithm::halving_doubling ||
+           (algorithm_ == Gloo::Algorithm::automatic && bytes <= registered_bytes);
+  }
+
+  // Piece `piece` of bucket `bucket`'s algorithm, kept while that piece is the same memory. A
+  // bucket's exchange at each step is its gradients; the start of a run shares other arrays
+  // through bucket 0 once. Every process meets the same sequence of arrays, and consecutive ones
+  // differ in all processes or in none (each is alive when the next comes), so the processes
+  // rebuild in step and the slots of their registrations stay paired.
+  ::gloo::Algorithm& kept(std::size_t bucket, std::size_t piece, std::span<float> values) {
+    auto& k = kept_[{bucket, piece}];
+    if (!k.algorithm || k.data != values.data() || k.size != values.size()) {
+      k.algorithm.reset();
+      std::vector<float*> const buffers{values.data()};
+      int const count = static_cast<int>(values.size());
+      if (algorithm_ == Gloo::Algorithm::automatic && context_->size == 2) {
+        k.algorithm = std::make_unique<::gloo::AllreduceRing<float>>(context_, buffers, count);
+      } else {
+        k.algorithm =
+            std::make_unique<::gloo::AllreduceHalvingDoubling<float>>(context_, buffers, count);
+      }
+      k.data = values.data();
+      k.size = values.size();
+    }
+    return *k.algorithm;
+  }
+
+  void per_call(std::span<float> values) {
+    ::gloo::AllreduceOptions opts(context_);
+    opts.setOutput(values.data(), values.size());
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, void const*, void const*, std::size_t)>(&::gloo::sum<float>));
+    opts.setAlgorithm(algorithm_ == Gloo::Algorithm::bcube
+                          ? ::gloo::AllreduceOptions::Algorithm::BCUBE
+                          : ::gloo::AllreduceOptions::Algorithm::RING);
+    opts.setTag(tag_++);
+    opts.setTimeout(timeout_);
+    ::gloo::allreduce(opts);
+  }
+
+  struct Kept {
+    float* data = nullptr;
+    std::size_t size = 0;
+    std::unique_ptr<::gloo::Algorithm> algorithm;
+  };
+  std::shared_ptr<::gloo::Context> context_;  // first: destroyed after the registrations on it
+  Gloo::Algorithm algorithm_;
+  std::chrono::milliseconds timeout_;
+  std::uint32_t tag_ = 0;
+  std::map<std::pair<std::size_t, std::size_t>, Kept> kept_;  // (bucket, piece)
+};
+
+}  // namespace convoy::comm::gloo_fabric
