@@ -16,6 +16,7 @@
 
 #include "../cluster/cluster.hpp"
 #include "../core/concepts.hpp"
+#include "gloo_algorithm.hpp"
 
 namespace convoy::comm {
 
@@ -32,12 +33,8 @@ struct Gloo {
   static constexpr bool collective = true;       ///< every replica takes part in every exchange
   static constexpr bool host_collective = true;  ///< on the host: place::Host or place::Mirrored
 
-  /// Which of Gloo's allreduce algorithms sums a bucket (comm/gloo/allreducer.hpp).
-  /// automatic: a bucket of up to 2 MiB on buffers registered once (2 processes exchange whole
-  /// buckets in one round, more run halving-doubling), a larger one through gloo::allreduce's
-  /// pipelined ring; ring and bcube: gloo::allreduce for every bucket; halving_doubling: on
-  /// registered buffers for every bucket. docs/gloo.md has the measurements behind the rule.
-  enum class Algorithm { automatic, ring, halving_doubling, bcube };
+  /// Which of Gloo's allreduce algorithms sums a bucket (comm/gloo_algorithm.hpp).
+  using Algorithm = GlooAlgorithm;
 
   /// This process's cluster; empty: resolved from the environment (Cluster::from_environment()).
   /// Its worker 0 serves the rendezvous at its address (comm/bootstrap/rendezvous.hpp).

@@ -22,11 +22,11 @@
 #include <utility>
 #include <vector>
 
-#include "../gloo.hpp"
+#include "../gloo_algorithm.hpp"
 
 namespace convoy::comm::gloo_fabric {
 
-/// Up to this size Gloo::Algorithm::automatic keeps registered buffers: 2 processes exchange
+/// Up to this size GlooAlgorithm::automatic keeps registered buffers: 2 processes exchange
 /// whole buckets in one round (Gloo's AllreduceRing), more run halving-doubling. Above it,
 /// gloo::allreduce's ring. 2-vCPU machine, 2 processes: 64 KiB 2.5-2.8x and the MLP's 1.6 MB
 /// bucket 1.1-1.2x in training faster registered; 4-64 MiB 1.2-1.5x faster through
@@ -37,7 +37,7 @@ inline constexpr std::size_t registered_bytes = std::size_t{2} << 20;
 /// process must reduce the same buckets with the same sizes in the same order.
 class Allreducer {
  public:
-  Allreducer(std::shared_ptr<::gloo::Context> context, Gloo::Algorithm algorithm,
+  Allreducer(std::shared_ptr<::gloo::Context> context, GlooAlgorithm algorithm,
              std::chrono::milliseconds timeout)
       : context_(std::move(context)), algorithm_(algorithm), timeout_(timeout) {}
 
@@ -59,10 +59,10 @@ class Allreducer {
   /// What runs a bucket of `bytes` bytes, in words.
   std::string describe(std::size_t bytes) const {
     if (!registers(bytes)) {
-      return algorithm_ == Gloo::Algorithm::bcube ? "gloo::allreduce, bcube"
+      return algorithm_ == GlooAlgorithm::bcube ? "gloo::allreduce, bcube"
                                                   : "gloo::allreduce, ring";
     }
-    if (algorithm_ == Gloo::Algorithm::automatic && context_->size == 2) {
+    if (algorithm_ == GlooAlgorithm::automatic && context_->size == 2) {
       return "whole-bucket exchange, registered buffers";
     }
     return "halving-doubling, registered buffers";
@@ -70,8 +70,8 @@ class Allreducer {
 
  private:
   bool registers(std::size_t bytes) const {
-    return algorithm_ == Gloo::Algorithm::halving_doubling ||
-           (algorithm_ == Gloo::Algorithm::automatic && bytes <= registered_bytes);
+    return algorithm_ == GlooAlgorithm::halving_doubling ||
+           (algorithm_ == GlooAlgorithm::automatic && bytes <= registered_bytes);
   }
 
   // Piece `piece` of bucket `bucket`'s algorithm, kept while that piece is the same memory. A
@@ -85,7 +85,7 @@ class Allreducer {
       k.algorithm.reset();
       std::vector<float*> const buffers{values.data()};
       int const count = static_cast<int>(values.size());
-      if (algorithm_ == Gloo::Algorithm::automatic && context_->size == 2) {
+      if (algorithm_ == GlooAlgorithm::automatic && context_->size == 2) {
         k.algorithm = std::make_unique<::gloo::AllreduceRing<float>>(context_, buffers, count);
       } else {
         k.algorithm =
@@ -102,7 +102,7 @@ class Allreducer {
     opts.setOutput(values.data(), values.size());
     opts.setReduceFunction(
         static_cast<void (*)(void*, void const*, void const*, std::size_t)>(&::gloo::sum<float>));
-    opts.setAlgorithm(algorithm_ == Gloo::Algorithm::bcube
+    opts.setAlgorithm(algorithm_ == GlooAlgorithm::bcube
                           ? ::gloo::AllreduceOptions::Algorithm::BCUBE
                           : ::gloo::AllreduceOptions::Algorithm::RING);
     opts.setTag(tag_++);
@@ -116,7 +116,7 @@ class Allreducer {
     std::unique_ptr<::gloo::Algorithm> algorithm;
   };
   std::shared_ptr<::gloo::Context> context_;  // first: destroyed after the registrations on it
-  Gloo::Algorithm algorithm_;
+  GlooAlgorithm algorithm_;
   std::chrono::milliseconds timeout_;
   std::uint32_t tag_ = 0;
   std::map<std::pair<std::size_t, std::size_t>, Kept> kept_;  // (bucket, piece)
