@@ -11,11 +11,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -26,8 +29,37 @@ extern char** environ;
 
 namespace convoy::testing {
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
+/// A TCP port on 127.0.0.1 that was free a moment ago, below the kernel's ephemeral range
+/// (net.ipv4.ip_local_port_range): a port the kernel hands out for a bind to port 0 (Gloo's and
+/// ZeroMQ's own listeners, every outgoing connection) could be taken by any process between this
+/// answer and the task's bind, as a test_gloo_kill trial once saw ("Address already in use").
+/// Below the range only another test drawing the same random port can.
 inline int free_port() {
+  int low = 32768;
+  if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d", &low) != 1) low = 32768;
+    std::fclose(f);
+  }
+  auto bindable = [](int port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    bool const ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+  };
+  int const first = std::max(1024, low - 12000);
+  if (low - first >= 1000) {
+    static std::mt19937 draw(std::random_device{}());
+    std::uniform_int_distribution<int> pick(first, low - 64);  // room for a block above it
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      int const port = pick(draw);
+      if (bindable(port)) return port;
+    }
+  }
+  // No room below the range: a port the kernel picks, as before.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
