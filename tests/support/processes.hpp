@@ -29,6 +29,24 @@ extern char** environ;
 
 namespace convoy::testing {
 
+/// Binds a TCP socket to 127.0.0.1:`port` (0: one the kernel picks) and closes it again; returns
+/// the port bound, or 0 when it was taken.
+inline int bind_loopback(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  int bound = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    bound = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return bound;
+}
+
 /// A TCP port on 127.0.0.1 that was free a moment ago, below the kernel's ephemeral range
 /// (net.ipv4.ip_local_port_range): a port the kernel hands out for a bind to port 0 (Gloo's and
 /// ZeroMQ's own listeners, every outgoing connection) could be taken by any process between this
@@ -40,36 +58,15 @@ inline int free_port() {
     if (std::fscanf(f, "%d", &low) != 1) low = 32768;
     std::fclose(f);
   }
-  auto bindable = [](int port) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<std::uint16_t>(port));
-    bool const ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd);
-    return ok;
-  };
   int const first = std::max(1024, low - 12000);
   if (low - first >= 1000) {
     static std::mt19937 draw(std::random_device{}());
     std::uniform_int_distribution<int> pick(first, low - 64);  // room for a block above it
     for (int attempt = 0; attempt < 100; ++attempt) {
-      int const port = pick(draw);
-      if (bindable(port)) return port;
+      if (int const port = bind_loopback(pick(draw))) return port;
     }
   }
-  // No room below the range: a port the kernel picks, as before.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  return bind_loopback(0);  // no room below the range: a port the kernel picks, as before
 }
 
 /// A base port b such that b+1 .. b+n are free: the rank-only launchers put rank r at b + 1 + r.
@@ -77,15 +74,7 @@ inline int free_port_block(int n) {
   for (int attempt = 0; attempt < 50; ++attempt) {
     int const base = free_port();
     bool ok = base + n < 65535;
-    for (int i = 1; ok && i <= n; ++i) {
-      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      a.sin_port = htons(static_cast<std::uint16_t>(base + i));
-      ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-      ::close(fd);
-    }
+    for (int i = 1; ok && i <= n; ++i) ok = bind_loopback(base + i) != 0;
     if (ok) return base;
   }
   throw std::runtime_error("no block of free ports");

@@ -3,7 +3,9 @@
 // in a message about silence instead of the name.
 #pragma once
 
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -16,6 +18,26 @@
 
 namespace convoy {
 
+/// Looks `host` up as this machine's resolver does, for IPv4 (the family ZeroMQ's TCP uses
+/// here). Returns getaddrinfo's status (0: found) and, when found, writes the first address in
+/// dotted form to `numeric` where given. Blocks as long as the resolver takes.
+inline int lookup_ipv4(std::string const& host, std::string* numeric = nullptr) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  int status = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (status == 0 && found == nullptr) status = EAI_NONAME;
+  if (status == 0 && numeric != nullptr) {
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text,
+                sizeof text);
+    *numeric = text;
+  }
+  if (found != nullptr) ::freeaddrinfo(found);
+  return status;
+}
+
 /// Waits until the host of `address` ("host:port", as in a cluster spec) resolves to an IPv4
 /// address, the family the connections that follow use. Numeric and bracketed hosts return at
 /// once. A name the resolver says does not exist (no such name in the hosts file or the DNS, or
@@ -26,13 +48,8 @@ inline void wait_until_resolves(std::string_view who, std::string_view address,
                                 std::chrono::steady_clock::time_point deadline) {
   Address const parsed = parse_address(address, who);
   if (address.front() == '[') return;
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
   for (;;) {
-    addrinfo* found = nullptr;
-    int const status = ::getaddrinfo(parsed.host.c_str(), nullptr, &hints, &found);
-    if (found != nullptr) ::freeaddrinfo(found);
+    int const status = lookup_ipv4(parsed.host);
     if (status == 0) return;
     std::string const problem = "convoy: " + std::string(who) + "'s address '" +
                                 std::string(address) + "' names host '" + parsed.host +

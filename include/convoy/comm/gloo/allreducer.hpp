@@ -60,15 +60,19 @@ class Allreducer {
   std::string describe(std::size_t bytes) const {
     if (!registers(bytes)) {
       return algorithm_ == GlooAlgorithm::bcube ? "gloo::allreduce, bcube"
-                                                  : "gloo::allreduce, ring";
+                                                : "gloo::allreduce, ring";
     }
-    if (algorithm_ == GlooAlgorithm::automatic && context_->size == 2) {
-      return "whole-bucket exchange, registered buffers";
-    }
-    return "halving-doubling, registered buffers";
+    return whole_exchange() ? "whole-bucket exchange, registered buffers"
+                            : "halving-doubling, registered buffers";
   }
 
  private:
+  // On registered buffers: 2 processes under automatic exchange whole buckets, else
+  // halving-doubling.
+  bool whole_exchange() const {
+    return algorithm_ == GlooAlgorithm::automatic && context_->size == 2;
+  }
+
   bool registers(std::size_t bytes) const {
     return algorithm_ == GlooAlgorithm::halving_doubling ||
            (algorithm_ == GlooAlgorithm::automatic && bytes <= registered_bytes);
@@ -85,7 +89,7 @@ class Allreducer {
       k.algorithm.reset();
       std::vector<float*> const buffers{values.data()};
       int const count = static_cast<int>(values.size());
-      if (algorithm_ == GlooAlgorithm::automatic && context_->size == 2) {
+      if (whole_exchange()) {
         k.algorithm = std::make_unique<::gloo::AllreduceRing<float>>(context_, buffers, count);
       } else {
         k.algorithm =

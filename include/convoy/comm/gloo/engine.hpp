@@ -149,7 +149,8 @@ class HostFabric {
   std::size_t first_replica() const { return first_; }
   std::string describe() const {
     if (processes_ == 1) return "one process: its replica threads sum in shared memory";
-    return "Gloo (" + allreducer_->describe(largest_bucket_ * sizeof(float)) + ") over TCP on " + listen_ + ", process " + std::to_string(process_) + " of " +
+    return "Gloo (" + allreducer_->describe(largest_bucket_ * sizeof(float)) + ") over TCP on " +
+           listen_ + ", process " + std::to_string(process_) + " of " +
            std::to_string(processes_) + "; replica threads sum in shared memory first";
   }
   /// After an exchange failed: which processes stopped answering, as the liveness board sees
@@ -180,7 +181,8 @@ class HostFabric {
       std::string message = "convoy: process " + std::to_string(process_) +
                             " (worker:" + std::to_string(process_) + ") lost the Gloo allreduce: ";
       // A timeout: the collective engine adds who stopped answering (explain_timeout()), once.
-      if (what.find("timeout") != std::string::npos || what.find("Timed out") != std::string::npos) {
+      if (what.find("timeout") != std::string::npos ||
+          what.find("Timed out") != std::string::npos) {
         throw TimeoutError(message + "Timed out after " + std::to_string(timeout_.count()) +
                            " ms waiting for a peer (Gloo: " + what + ")");
       }

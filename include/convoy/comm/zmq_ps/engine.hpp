@@ -5,11 +5,6 @@
 // the cluster's (TensorFlow keeps it on ps 0 too).
 #pragma once
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -70,18 +65,12 @@ inline std::string endpoint(std::string const& address, std::string const& host 
   std::string h = host.empty() ? address.substr(0, colon) : host;
   if (h == "localhost") h = "127.0.0.1";
   if (for_bind && !h.empty() && h.front() != '[' && h != "*") {
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    addrinfo* found = nullptr;
-    if (::getaddrinfo(h.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
+    std::string numeric;
+    if (lookup_ipv4(h, &numeric) != 0) {
       throw ClusterError("convoy: the ps address '" + address + "' names host '" + h +
-                  "', which does not resolve here; give ZmqPs::bind_host");
+                         "', which does not resolve here; give ZmqPs::bind_host");
     }
-    char text[INET_ADDRSTRLEN] = {};
-    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text,
-                sizeof text);
-    ::freeaddrinfo(found);
-    h = text;
+    h = numeric;
   }
   return "tcp://" + h + ":" + address.substr(colon + 1);
 }
@@ -464,14 +453,13 @@ class Engine {
       if (client_ && !rejoin_) return;
       if (cluster_.is_ps()) refuse_on_ps("connect to the shards");
       fingerprints_.clear();
-      if (!client_) {  // a host that does not resolve is said at once, not after connect_timeout
-        auto const deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
-        for (std::size_t s = 0; s < cluster_.ps_count(); ++s) {
-          wait_until_resolves("ps:" + std::to_string(s), cluster_.ps_address(s), deadline);
-        }
-      }
+      auto const deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
       std::vector<std::string> endpoints;
       for (std::size_t s = 0; s < cluster_.ps_count(); ++s) {
+        // A host that does not resolve is said at once, not after connect_timeout.
+        if (!client_) {
+          wait_until_resolves("ps:" + std::to_string(s), cluster_.ps_address(s), deadline);
+        }
         endpoints.push_back(endpoint(cluster_.ps_address(s)));
       }
       for (std::size_t s = 0; s < cluster_.ps_count(); ++s) {
