@@ -268,6 +268,29 @@ class Cuda {
     return s.scratch;
   }
 
+  /// `n` ones in device memory, the right-hand side of a column sum through cuBLAS (a Dense
+  /// layer's bias gradient): kept, and replaced by a longer run when a call asks for more. Only on
+  /// a device.
+  float const* ones(std::size_t n) const {
+    State& s = *state_;
+    if (n > s.ones_count) {
+      std::vector<float> const host(n, 1.0f);
+      if (s.ones != nullptr) {
+        cuda::check(cudaFreeAsync(s.ones, s.stream), "cudaFreeAsync", s.device, "a run of ones");
+        s.ones = nullptr;
+        s.ones_count = 0;
+      }
+      cuda::check(cudaMallocAsync(reinterpret_cast<void**>(&s.ones), n * sizeof(float), s.stream),
+                  "cudaMallocAsync", s.device, std::to_string(n) + " ones");
+      // From pageable memory the call returns once it holds the values, so `host` may go.
+      cuda::check(cudaMemcpyAsync(s.ones, host.data(), n * sizeof(float), cudaMemcpyHostToDevice,
+                                  s.stream),
+                  "cudaMemcpyAsync", s.device, std::to_string(n) + " ones");
+      s.ones_count = n;
+    }
+    return s.ones;
+  }
+
   /// One double on the device for a reduction's result.
   double* result() const { return state_->result; }
 
@@ -308,10 +331,11 @@ class Cuda {
     void release() {
       if (stream != nullptr) (void)cudaStreamSynchronize(stream);
       if (scratch != nullptr) (void)cudaFree(scratch);
+      if (ones != nullptr) (void)cudaFree(ones);
       if (result != nullptr) (void)cudaFree(result);
       if (blas != nullptr) (void)cublasDestroy(blas);
       if (stream != nullptr) (void)cudaStreamDestroy(stream);
-      scratch = nullptr, result = nullptr, blas = nullptr, stream = nullptr;
+      scratch = nullptr, ones = nullptr, result = nullptr, blas = nullptr, stream = nullptr;
     }
 
     int device;
@@ -323,6 +347,8 @@ class Cuda {
     Batch staged;
     void* scratch = nullptr;
     std::size_t scratch_bytes = 0;
+    float* ones = nullptr;
+    std::size_t ones_count = 0;
     double* result = nullptr;
   };
 

@@ -61,6 +61,33 @@ double sum_over_indices(exec::Cuda const& ctx, std::size_t n, F f) {
   return sum;
 }
 
+/// out[j] = sum over r of a[r * cols + j], the column sums of a row-major rows x cols matrix, as
+/// cuBLAS's matrix-vector product with a run of ones, queued on the context's stream. A thread per
+/// column walking the rows (the host's loop) leaves the device nearly idle, 500 threads of 4096
+/// loads each for the MLP's first layer at batch 4096: its step took 1.94 ms that way and 1.30 ms
+/// this way on an H200 (bench_gpu_training, one run).
+inline void column_sums(exec::Cuda const& ctx, std::size_t rows, std::size_t cols, float const* a,
+                        float* out) {
+  if (!ctx.on_device()) return column_sums(exec::Host{}, rows, cols, a, out);
+  if (cols == 0) return;
+  if (std::max(rows, cols) > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    throw Error("convoy: column sums of " + std::to_string(rows) + "x" + std::to_string(cols) +
+                " exceed cuBLAS's int sizes");
+  }
+  if (rows == 0) {
+    exec::cuda::check(cudaMemsetAsync(out, 0, cols * sizeof(float), ctx.stream()), "cudaMemsetAsync",
+                      ctx.device(), "column sums of no rows");
+    return;
+  }
+  // Read column-major, the row-major matrix is its cols x rows transpose: out = A^T 1 is A_cm 1.
+  float const one = 1.0f, zero = 0.0f;
+  exec::cuda::check(cublasSgemv(ctx.blas(), CUBLAS_OP_N, static_cast<int>(cols),
+                                static_cast<int>(rows), &one, a, static_cast<int>(cols),
+                                ctx.ones(rows), 1, &zero, out, 1),
+                    "cublasSgemv", ctx.device(),
+                    "column sums of " + std::to_string(rows) + "x" + std::to_string(cols));
+}
+
 /// C = alpha * op(A) op(B) + beta * C, row-major, through cuBLAS on the context's stream; op
 /// transposes when the flag is set. op(A) is m x k, op(B) is k x n, C is m x n. cuBLAS is
 /// column-major, and a row-major matrix read column-major is its transpose, so this computes

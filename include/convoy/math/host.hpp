@@ -60,6 +60,17 @@ double sum_over_indices(exec::Host const&, std::size_t n, F f) {
   return total;
 }
 
+/// out[j] = sum over r of a[r * cols + j]: the column sums of a row-major rows x cols matrix (a
+/// Dense layer's bias gradient), each summed in row order.
+inline void column_sums(exec::Host const& ctx, std::size_t rows, std::size_t cols, float const* a,
+                        float* out) {
+  for_each_index(ctx, cols, [=](std::size_t j) {
+    float sum = 0.0f;
+    for (std::size_t r = 0; r < rows; ++r) sum += a[r * cols + j];
+    out[j] = sum;
+  });
+}
+
 /// C = alpha * op(A) op(B) + beta * C, row-major; op transposes when the flag is set.
 /// op(A) is m x k, op(B) is k x n, C is m x n.
 inline void gemm(exec::Host const&, bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k,

@@ -48,14 +48,7 @@ class Dense {
                 std::size_t rows, std::span<float> dx) const {
     math::gemm(ctx, true, false, inputs_, outputs_, rows, 1.0f, x.data(), dy.data(), 0.0f,
                vars.grad(kernel_).data());
-    float* db = vars.grad(bias_).data();
-    float const* g = dy.data();
-    std::size_t const n = outputs_;
-    math::for_each_index(ctx, n, [=] CONVOY_HOST_DEVICE(std::size_t j) {
-      float sum = 0.0f;
-      for (std::size_t r = 0; r < rows; ++r) sum += g[r * n + j];
-      db[j] = sum;
-    });
+    math::column_sums(ctx, rows, outputs_, dy.data(), vars.grad(bias_).data());
     if (!dx.empty()) {
       math::gemm(ctx, false, true, rows, inputs_, outputs_, 1.0f, dy.data(), vars.value(kernel_).data(),
                  0.0f, dx.data());
