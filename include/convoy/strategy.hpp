@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <iostream>
 #include <map>
+#include <memory_resource>
 #include <ostream>
 #include <span>
 #include <string>
@@ -256,6 +257,18 @@ class Strategy {
     }
   }
   std::size_t replicas() const { return engine_.state().size(); }
+  /// Where replica `replica`'s batches are best gathered (io::BatchBuffer): page-locked host memory
+  /// when it computes on a GPU, so that its copy to the device is a DMA; the heap otherwise.
+  std::pmr::memory_resource* batch_memory(std::size_t replica) const {
+    auto const& state = engine_.state();
+    if constexpr (requires { state.context(replica).batch_memory(); }) {
+      return state.context(replica).batch_memory();
+    } else if constexpr (requires { state.group().context(replica).batch_memory(); }) {
+      return state.group().context(replica).batch_memory();
+    } else {
+      return std::pmr::new_delete_resource();
+    }
+  }
   /// True when every replica takes every step together (one replica, or Synchronous aggregating
   /// all): a callback then sees every replica at rest.
   bool lock_step() const { return engine_.lock_step(); }

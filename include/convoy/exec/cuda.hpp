@@ -202,9 +202,20 @@ class Cuda {
                        : std::pmr::new_delete_resource();
   }
 
-  /// Copies the batch's features and labels where the device reads them (on the stream; the host
-  /// batch may change once this returns) and returns a view of the copy, valid until the next
-  /// stage() on this context.
+  /// Where a batch for this context is best gathered: page-locked host memory on a device (see
+  /// stage()), the heap on the host.
+  std::pmr::memory_resource* batch_memory() const {
+    return on_device() ? static_cast<std::pmr::memory_resource*>(cuda::pinned_memory())
+                       : std::pmr::new_delete_resource();
+  }
+
+  /// Copies the batch's features and labels where the device reads them, on the stream, and
+  /// returns a view of the copy, valid until the next stage() on this context. From pageable
+  /// memory the copy has left the batch when this returns; from page-locked memory
+  /// (batch_memory()) it is a DMA that runs on while the host goes on, so the batch must not change
+  /// until the context's next synchronize() (a forward_backward ends with one: its loss). A batch
+  /// of 4096 Fashion-MNIST rows took 0.95 ms from pageable and 0.26 ms from page-locked memory on
+  /// an H200 (bench_gpu_training's copy columns).
   Batch const& stage(Batch const& batch) const {
     if (!on_device()) return batch;
     State& s = *state_;
