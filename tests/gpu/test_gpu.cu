@@ -415,6 +415,25 @@ TEST_CASE("a strategy on place::Gpu trains step for step like one on place::Host
   CHECK(std::abs(gpu_result.last_loss - host_result.last_loss) <= 1e-4f * host_result.last_loss);
 }
 
+TEST_CASE("a replica on a device gathers its batches in page-locked memory, one on the host in "
+          "the heap") {
+  ClogCapture quiet;  // the fallback line, on a machine without a device
+  GpuStrategy const on_gpu(nn::Mlp({4, 2}), place::Gpu{.device = 0});
+  HostStrategy const on_host(nn::Mlp({4, 2}));
+  CHECK(on_host.batch_memory(0) == std::pmr::new_delete_resource());
+  if (exec::cuda::device_count() == 0) {
+    CHECK(on_gpu.batch_memory(0) == std::pmr::new_delete_resource());
+  } else {
+    std::pmr::memory_resource* const memory = on_gpu.batch_memory(0);
+    CHECK(memory == exec::cuda::pinned_memory());
+    void* p = memory->allocate(4096);
+    cudaPointerAttributes attributes{};
+    REQUIRE(cudaPointerGetAttributes(&attributes, p) == cudaSuccess);
+    CHECK(attributes.type == cudaMemoryTypeHost);  // page-locked: a DMA source
+    memory->deallocate(p, 4096);
+  }
+}
+
 #if defined(CONVOY_WITH_NCCL)
 TEST_CASE("comm::Nccl refuses a GPU placement that fell back to the host, naming why") {
   int const count = exec::cuda::device_count();

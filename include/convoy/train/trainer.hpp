@@ -159,7 +159,9 @@ class Trainer {
                            static_cast<std::int64_t>(replicas);
     }
     // The buffers belong to the plan, so a replica abandoned mid-step still reads live memory.
-    auto buffers = std::make_shared<std::vector<io::BatchBuffer>>(replicas);
+    auto buffers = std::make_shared<std::vector<io::BatchBuffer>>();
+    buffers->reserve(replicas);
+    for (std::size_t r = 0; r < replicas; ++r) buffers->emplace_back(strategy_.batch_memory(r));
     plan.batch = [&train, sampler, buffers](std::size_t replica, std::int64_t local_step) {
       return sampler.fill(train, replica, local_step, (*buffers)[replica]);
     };
