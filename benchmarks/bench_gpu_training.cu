@@ -13,7 +13,10 @@
 //   other      the rest of the step's wall time on the stream: the gaps between the phases.
 // The floor, measured in the same run and the same way: the cuBLAS SGEMMs of the same shapes
 // alone, for each Dense layer y = x W (rows x in by in x out), dW = x^T dy and, past the first
-// layer (the model computes no gradient for its input), dx = dy W^T. Aim: a step within 1.3x the
+// layer (the model computes no gradient for its input), dx = dy W^T, on non-zero matrices. Beside
+// it, also in the same run, the batch's copy to the device alone (exec::Cuda::stage): "pageable",
+// from a std::vector, and "locked", from the page-locked memory the Trainer gathers a GPU
+// replica's batches in (exec::Cuda::batch_memory), where the timed steps read theirs too. Aim: a step within 1.3x the
 // floor at batch 4096. Kernel launches per layer are not counted: a step synchronizes for its loss,
 // so it cannot be captured into a CUDA graph, and counting them otherwise needs a profiler.
 //
@@ -33,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <memory_resource>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -174,11 +178,11 @@ double gemm_floor(exec::Cuda const& ctx, std::vector<std::size_t> const& widths,
     float *x, *w, *y, *dy, *dw, *dx;
   };
   std::vector<float*> owned;
-  auto const zeros = [&](std::size_t n) {
+  auto const filled = [&](std::size_t n) {  // 0x3c3c3c3c, about 0.0115: not zeros, which can run faster
     void* p = nullptr;
     check(cudaMalloc(&p, n * sizeof(float)), "cudaMalloc", ctx.device(), "the floor's matrices");
     owned.push_back(static_cast<float*>(p));
-    check(cudaMemsetAsync(p, 0, n * sizeof(float), ctx.stream()), "cudaMemsetAsync", ctx.device());
+    check(cudaMemsetAsync(p, 0x3c, n * sizeof(float), ctx.stream()), "cudaMemsetAsync", ctx.device());
     return static_cast<float*>(p);
   };
   double seconds = 0.0;
@@ -186,8 +190,8 @@ double gemm_floor(exec::Cuda const& ctx, std::vector<std::size_t> const& widths,
     std::vector<Layer> layers;
     for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
       std::size_t const in = widths[l], out = widths[l + 1];
-      layers.push_back({in, out, zeros(rows * in), zeros(in * out), zeros(rows * out),
-                        zeros(rows * out), zeros(in * out), l > 0 ? zeros(rows * in) : nullptr});
+      layers.push_back({in, out, filled(rows * in), filled(in * out), filled(rows * out),
+                        filled(rows * out), filled(in * out), l > 0 ? filled(rows * in) : nullptr});
     }
     auto const one_step = [&] {
       for (auto const& L : layers) {  // the transpositions nn::Dense uses
@@ -210,6 +214,18 @@ double gemm_floor(exec::Cuda const& ctx, std::vector<std::size_t> const& widths,
   }
   for (float* p : owned) (void)cudaFree(p);
   return seconds;
+}
+
+// The batch's copy to the device alone, as forward_backward makes it (exec::Cuda::stage), from
+// `batch`'s memory; mean seconds per copy over `steps` after `warmup`, with CUDA events.
+double stage_seconds(exec::Cuda const& ctx, Batch const& batch, int warmup, int steps) {
+  for (int s = 0; s < warmup; ++s) (void)ctx.stage(batch);
+  Events events(ctx, 2);
+  events.record(0, ctx.stream());
+  for (int s = 0; s < steps; ++s) (void)ctx.stage(batch);
+  events.record(1, ctx.stream());
+  ctx.synchronize();
+  return events.seconds(0, 1) / steps;
 }
 
 std::string model_name(std::vector<std::size_t> const& widths) {
@@ -250,8 +266,9 @@ int run(Options const& o, bench::Results& results) {
       "MLP %s on %s, SGD, synthetic data (constant pixels), mean of %d steps after %d "
       "warm-up, CUDA events on the context's stream; times in ms per step\n",
       model_name(o.widths).c_str(), info.c_str(), o.steps, o.warmup);
-  std::printf("%6s %-14s %9s %9s %9s %9s %9s %12s %9s %10s\n", "batch", "exchange", "step",
-              "compute", "exchange", "optimizer", "other", "samples/s", "floor", "step/floor");
+  std::printf("%6s %-14s %9s %9s %9s %9s %9s %12s %9s %10s %9s %9s\n", "batch", "exchange", "step",
+              "compute", "exchange", "optimizer", "other", "samples/s", "floor", "step/floor",
+              "pageable", "locked");
   bench::Record record;
   record.set("benchmark", "gpu_training")
       .set("model", model_name(o.widths))
@@ -261,16 +278,25 @@ int run(Options const& o, bench::Results& results) {
       .set("warmup", o.warmup)
       .set("aim_step_over_floor", 1.3);
   for (std::size_t rows : o.batches) {
-    std::vector<float> const features(rows * inputs, 0.5f);
-    std::vector<std::int32_t> labels(rows);
-    for (std::size_t r = 0; r < rows; ++r) labels[r] = static_cast<std::int32_t>(r % classes);
+    std::vector<float> const pageable_features(rows * inputs, 0.5f);
+    std::vector<std::int32_t> pageable_labels(rows);
+    for (std::size_t r = 0; r < rows; ++r) pageable_labels[r] = static_cast<std::int32_t>(r % classes);
+    // The steps read the batch where the Trainer gathers one for this context: page-locked memory.
+    std::pmr::vector<float> const features(pageable_features.begin(), pageable_features.end(),
+                                           ctx.batch_memory());
+    std::pmr::vector<std::int32_t> const labels(pageable_labels.begin(), pageable_labels.end(),
+                                                ctx.batch_memory());
     Batch const batch{features, labels, {}, rows};
     double const floor = gemm_floor(ctx, o.widths, rows, o.warmup, o.steps);
+    double const copy = stage_seconds(ctx, Batch{pageable_features, pageable_labels, {}, rows},
+                                      o.warmup, o.steps);
+    double const copy_locked = stage_seconds(ctx, batch, o.warmup, o.steps);
     auto const report = [&](char const* exchange, Phases const& p) {
       double const samples = static_cast<double>(rows) / p.step;
-      std::printf("%6zu %-14s %9.3f %9.3f %9.3f %9.3f %9.3f %12.0f %9.3f %10.2f\n", rows, exchange,
-                  p.step * 1e3, p.compute * 1e3, p.exchange * 1e3, p.optimizer * 1e3, p.other * 1e3,
-                  samples, floor * 1e3, p.step / floor);
+      std::printf("%6zu %-14s %9.3f %9.3f %9.3f %9.3f %9.3f %12.0f %9.3f %10.2f %9.3f %9.3f\n", rows,
+                  exchange, p.step * 1e3, p.compute * 1e3, p.exchange * 1e3, p.optimizer * 1e3,
+                  p.other * 1e3, samples, floor * 1e3, p.step / floor, copy * 1e3,
+                  copy_locked * 1e3);
       record.add("results", bench::Record{}
                                 .set("batch", rows)
                                 .set("exchange", exchange)
@@ -281,7 +307,9 @@ int run(Options const& o, bench::Results& results) {
                                 .set("other_s", p.other)
                                 .set("samples_per_second", samples)
                                 .set("floor_s", floor)
-                                .set("step_over_floor", p.step / floor));
+                                .set("step_over_floor", p.step / floor)
+                                .set("copy_pageable_s", copy)
+                                .set("copy_page_locked_s", copy_locked));
     };
     {  // comm::InProcess, one replica: the lock-step engine's step
       nn::Mlp model(o.widths);
