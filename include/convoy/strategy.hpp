@@ -269,6 +269,17 @@ class Strategy {
       return std::pmr::new_delete_resource();
     }
   }
+  /// Whether replica `replica` computes on a device (a GPU placement that found its device).
+  bool on_device(std::size_t replica) const {
+    auto const& state = engine_.state();
+    if constexpr (requires { state.context(replica).on_device(); }) {
+      return state.context(replica).on_device();
+    } else if constexpr (requires { state.group().context(replica).on_device(); }) {
+      return state.group().context(replica).on_device();
+    } else {
+      return false;
+    }
+  }
   /// True when every replica takes every step together (one replica, or Synchronous aggregating
   /// all): a callback then sees every replica at rest.
   bool lock_step() const { return engine_.lock_step(); }

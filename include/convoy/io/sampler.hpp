@@ -66,8 +66,12 @@ class Sampler {
   /// Gathers replica `replica`'s slice of global batch number `step` (0-based) into `buf`; returns
   /// the view. Synchronous training passes the step every replica is at; asynchronous training
   /// passes each replica's own step count, so every replica still walks its own slice of the data.
-  /// Throws DatasetError for a replica, step or dataset this sampler was not made for.
-  Batch fill(Dataset const& data, std::size_t replica, std::int64_t step, BatchBuffer& buf) const {
+  /// `threads` > 1 gathers the rows on that many OpenMP threads (the same bytes): for a replica on
+  /// a GPU, whose host cores are otherwise idle and whose step is shorter than the gather (4096
+  /// Fashion-MNIST rows: about 4 ms on one core of the CI machines). Throws DatasetError for a
+  /// replica, step or dataset this sampler was not made for.
+  Batch fill(Dataset const& data, std::size_t replica, std::int64_t step, BatchBuffer& buf,
+             int threads = 1) const {
     check(data);  // sizes only: labels and targets cover every row
     if (replica >= replicas_ || step < 0 || data.rows() != rows_) {
       throw DatasetError("convoy: sampler for " + std::to_string(rows_) + " rows and " +
@@ -87,7 +91,7 @@ class Sampler {
     buf.features.resize(n * data.cols);
     buf.labels.resize(data.labels.empty() ? 0 : n);
     buf.targets.resize(data.targets.empty() ? 0 : n * data.target_cols);
-    for (std::size_t k = 0; k < n; ++k) {
+    auto const gather = [&](std::size_t k) {
       std::size_t const row = buf.permutation[first + k];
       std::copy_n(data.features.data() + row * data.cols, data.cols,
                   buf.features.data() + k * data.cols);
@@ -96,6 +100,12 @@ class Sampler {
         std::copy_n(data.targets.data() + row * data.target_cols, data.target_cols,
                     buf.targets.data() + k * data.target_cols);
       }
+    };
+    if (threads > 1) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (std::size_t k = 0; k < n; ++k) gather(k);
+    } else {
+      for (std::size_t k = 0; k < n; ++k) gather(k);
     }
     return buf.view(n);
   }

@@ -3,6 +3,7 @@
 // and checkpoints that let a killed run resume exactly where it stopped.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -162,8 +164,18 @@ class Trainer {
     auto buffers = std::make_shared<std::vector<io::BatchBuffer>>();
     buffers->reserve(replicas);
     for (std::size_t r = 0; r < replicas; ++r) buffers->emplace_back(strategy_.batch_memory(r));
-    plan.batch = [&train, sampler, buffers](std::size_t replica, std::int64_t local_step) {
-      return sampler.fill(train, replica, local_step, (*buffers)[replica]);
+    // A replica on a GPU gathers its rows on its share of the host's cores, which it leaves idle:
+    // its step is shorter than a one-core gather. On the host the replicas use the cores.
+    std::vector<int> gather_threads(replicas, 1);
+    for (std::size_t r = 0; r < replicas; ++r) {
+      if (strategy_.on_device(r)) {
+        gather_threads[r] = static_cast<int>(std::clamp<std::size_t>(
+            std::max(1u, std::thread::hardware_concurrency()) / replicas, 1, 8));
+      }
+    }
+    plan.batch = [&train, sampler, buffers, gather_threads](std::size_t replica,
+                                                             std::int64_t local_step) {
+      return sampler.fill(train, replica, local_step, (*buffers)[replica], gather_threads[replica]);
     };
     FitResult result;
     if (strategy_.serves()) return serve(plan, log);

@@ -178,6 +178,20 @@ TEST_CASE("the rows of a step depend only on (seed, step)") {
   CHECK(mine != theirs);
 }
 
+TEST_CASE("a gather on several threads fills the same rows as one on one thread") {
+  auto const data = numbered(1000);
+  Sampler const sampler(data.rows(), 300, 2, 7);
+  BatchBuffer parallel;
+  for (std::int64_t step : {0, 1, 2, 5, 3}) {
+    for (std::size_t r = 0; r < 2; ++r) {
+      CAPTURE(step);
+      CAPTURE(r);
+      auto const one = step_rows(sampler, data, r, step);
+      CHECK(rows_of(sampler.fill(data, r, step, parallel, 4)) == one);
+    }
+  }
+}
+
 TEST_CASE("Sampler refuses a batch that does not split over the replicas, suggesting a multiple") {
   auto const message = sampler_error(100, 10, 4);
   CHECK(contains(message, "batch of 10"));
