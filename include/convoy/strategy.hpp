@@ -260,25 +260,14 @@ class Strategy {
   /// Where replica `replica`'s batches are best gathered (io::BatchBuffer): page-locked host memory
   /// when it computes on a GPU, so that its copy to the device is a DMA; the heap otherwise.
   std::pmr::memory_resource* batch_memory(std::size_t replica) const {
-    auto const& state = engine_.state();
-    if constexpr (requires { state.context(replica).batch_memory(); }) {
-      return state.context(replica).batch_memory();
-    } else if constexpr (requires { state.group().context(replica).batch_memory(); }) {
-      return state.group().context(replica).batch_memory();
-    } else {
-      return std::pmr::new_delete_resource();
-    }
+    return ask_context(
+        replica, [](auto const& c) -> decltype(c.batch_memory()) { return c.batch_memory(); },
+        std::pmr::new_delete_resource());
   }
   /// Whether replica `replica` computes on a device (a GPU placement that found its device).
   bool on_device(std::size_t replica) const {
-    auto const& state = engine_.state();
-    if constexpr (requires { state.context(replica).on_device(); }) {
-      return state.context(replica).on_device();
-    } else if constexpr (requires { state.group().context(replica).on_device(); }) {
-      return state.group().context(replica).on_device();
-    } else {
-      return false;
-    }
+    return ask_context(
+        replica, [](auto const& c) -> decltype(c.on_device()) { return c.on_device(); }, false);
   }
   /// True when every replica takes every step together (one replica, or Synchronous aggregating
   /// all): a callback then sees every replica at rest.
@@ -377,6 +366,21 @@ class Strategy {
   void log_placement(std::ostream& out) const { engine_.log_placement(out, Comm::name); }
 
  private:
+  // `ask(context)` of replica `r`'s execution context, where the engine's state gives one (the
+  // in-process state directly, the collective one through its group) and it answers; `otherwise`
+  // for every other engine and context.
+  template <class Ask, class T>
+  T ask_context(std::size_t r, Ask ask, T otherwise) const {
+    auto const& state = engine_.state();
+    if constexpr (requires { ask(state.context(r)); }) {
+      return ask(state.context(r));
+    } else if constexpr (requires { ask(state.group().context(r)); }) {
+      return ask(state.group().context(r));
+    } else {
+      return otherwise;
+    }
+  }
+
   void refuse_during_run(char const* what) const {
     if (running_) {
       throw Error("convoy: Strategy::" + std::string(what) +
