@@ -7,7 +7,6 @@
 #include <gloo/algorithm.h>
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_halving_doubling.h>
-#include <gloo/allreduce_ring.h>
 #include <gloo/context.h>
 #include <gloo/math.h>
 
@@ -23,11 +22,12 @@
 #include <vector>
 
 #include "../gloo_algorithm.hpp"
+#include "pair_exchange.hpp"
 
 namespace convoy::comm::gloo_fabric {
 
 /// Up to this size GlooAlgorithm::automatic keeps registered buffers: 2 processes exchange
-/// whole buckets in one round (Gloo's AllreduceRing), more run halving-doubling. Above it,
+/// whole buckets in one round (PairExchange), more run halving-doubling. Above it,
 /// gloo::allreduce's ring. 2-vCPU machine, 2 processes: 64 KiB 2.5-2.8x and the MLP's 1.6 MB
 /// bucket 1.1-1.2x in training faster registered; 4-64 MiB 1.2-1.5x faster through
 /// gloo::allreduce (benchmarks/bench_gloo, 2026-11-26).
@@ -87,11 +87,11 @@ class Allreducer {
     auto& k = kept_[{bucket, piece}];
     if (!k.algorithm || k.data != values.data() || k.size != values.size()) {
       k.algorithm.reset();
-      std::vector<float*> const buffers{values.data()};
-      int const count = static_cast<int>(values.size());
       if (whole_exchange()) {
-        k.algorithm = std::make_unique<::gloo::AllreduceRing<float>>(context_, buffers, count);
+        k.algorithm = std::make_unique<PairExchange>(context_, values);
       } else {
+        std::vector<float*> const buffers{values.data()};
+        int const count = static_cast<int>(values.size());
         k.algorithm =
             std::make_unique<::gloo::AllreduceHalvingDoubling<float>>(context_, buffers, count);
       }

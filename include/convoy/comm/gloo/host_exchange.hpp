@@ -97,7 +97,9 @@ class HostExchange {
     if (++b.arrived == local_) {
       b.arrived = 0;
       queue_.push_back(bucket);
-      work_.notify_one();
+      // The last bucket of a step is started by a thread that waits for it next, and wait()
+      // reduces it there: waking the communication thread for it would only hand it over.
+      if (bucket + 1 < buckets_.size()) work_.notify_one();
     }
   }
 
