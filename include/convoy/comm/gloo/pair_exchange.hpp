@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace convoy::comm::gloo_fabric {
