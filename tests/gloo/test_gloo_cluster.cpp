@@ -108,8 +108,8 @@ int train_task(Placement placement, Sync sync, optim::Optimizer optimizer,
 
 // The fabric's allreducer alone, 2 processes: rounds of a buffer whose contents change every
 // round, at three sizes and on two arrays (the registration is rebuilt when the memory changes),
-// with one process or the other late in turn, so that data of the next round arrives while a
-// process is still adding the last one in. Small integers: every sum is exact.
+// with one process or the other 2 ms late in turn, so that a round's data has arrived before its
+// receiver starts that round. Small integers: every sum is exact.
 int allreducer_task(std::filesystem::path const& dir) {
   auto const cluster = Cluster::from_environment();
   int const rank = cluster.worker_rank();

@@ -12,6 +12,7 @@
 
 #include <gloo/algorithm.h>
 #include <gloo/context.h>
+#include <gloo/math.h>
 #include <gloo/transport/buffer.h>
 
 #include <array>
@@ -50,9 +51,7 @@ class PairExchange final : public ::gloo::Algorithm {
     send_[k]->send();
     recv_[k]->waitRecv();
     send_[k]->waitSend();  // values_ is the send's source until here
-    float* __restrict out = values_.data();
-    float const* __restrict in = inbox_[k].data();
-    for (std::size_t i = 0; i < values_.size(); ++i) out[i] += in[i];
+    ::gloo::sum<float>(values_.data(), inbox_[k].data(), values_.size());
   }
 
  private:
