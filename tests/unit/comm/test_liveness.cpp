@@ -1,7 +1,8 @@
 // Who stopped answering when a collective times out: the liveness board over ZeroMQ on loopback,
 // with real sockets and each process's reporter on its own thread. A process that stops beating,
-// one that beats but has issued fewer collectives than the others, one that never came, and a
-// board that is gone are each named; a stranger's message does not stop the board.
+// one that beats but has issued fewer collectives than the others, one that never came (also
+// after a failure, without waiting out the patience), and a board that is gone are each named; a
+// stranger's message does not stop the board.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -88,6 +89,19 @@ TEST_CASE("a process that never came is named; with everyone there, nobody is") 
   settle();
   CHECK(p0.reporter->explain() ==
         "every process beats and has issued 0 collectives: none is missing from the board's view");
+}
+
+TEST_CASE("after a failure, a process that never beat is named once it has been given as long "
+          "as one that stopped, not at the end of the patience") {
+  auto const address = loopback();
+  LivenessBoard const board(address, 2);
+  Process p0(address, 0);  // process 1 died before its first beat reached the board
+  settle();
+  auto const start = std::chrono::steady_clock::now();
+  CHECK(p0.reporter->explain_after_failure(30s) == "stopped answering: process 1 never beat");
+  auto const took = std::chrono::steady_clock::now() - start;
+  CHECK(took >= quick.interval * quick.missed_beats);
+  CHECK(took < 10s);
 }
 
 TEST_CASE("without the board, the first process is the one named, within the answer timeout") {

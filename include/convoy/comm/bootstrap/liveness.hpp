@@ -198,10 +198,13 @@ class LivenessReporter {
 
   /// explain(), after a collective failed at once (a peer's connection closed) rather than timed
   /// out: waits up to `patience` for a process that has not said goodbye to miss its beats, since
-  /// one killed a moment ago still looks alive, then explains.
+  /// one killed a moment ago still looks alive, then explains. A process that has never beaten is
+  /// given as long as one that stopped: a live one beats within its first interval, so waiting
+  /// the rest of `patience` for it would only delay the same answer.
   std::string explain_after_failure(std::chrono::milliseconds patience) const {
     auto const stale = options_.interval * options_.missed_beats;
-    auto const until = std::chrono::steady_clock::now() + patience;
+    auto const started = std::chrono::steady_clock::now();
+    auto const until = started + patience;
     while (std::chrono::steady_clock::now() < until) {
       std::vector<ProcessLiveness> board;
       try {
@@ -209,8 +212,10 @@ class LivenessReporter {
       } catch (TimeoutError const&) {
         break;  // explain() says what that means
       }
+      bool const waited = std::chrono::steady_clock::now() - started > stale;
       bool const someone = std::ranges::any_of(board, [&](ProcessLiveness const& p) {
-        return !p.left && p.process != process_ && p.silent_ms > stale.count();
+        return !p.left && p.process != process_ &&
+               (p.silent_ms > stale.count() || (p.silent_ms < 0 && waited));
       });
       if (someone) break;
       std::this_thread::sleep_for(options_.interval);
