@@ -35,6 +35,14 @@ endif()
 if(CXX_COMPILER)
   list(APPEND configure_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
 endif()
+# The app shows that the package configures, compiles, links and runs; its programs run a few
+# steps, so they are compiled without optimization (-O3 made this test the longest of the suite)
+# and on every core (the test runs alone). The build type still picks the package's configuration.
+if(BUILD_TYPE)
+  string(TOUPPER "${BUILD_TYPE}" config)
+  list(APPEND configure_args "-DCMAKE_CXX_FLAGS_${config}=-O0")
+endif()
+cmake_host_system_information(RESULT cores QUERY NUMBER_OF_LOGICAL_CORES)
 
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(run_tensorboard FALSE)
@@ -98,7 +106,7 @@ else()
             -DCONVOY_CONSUME=fetchcontent "-DCONVOY_SOURCE_DIR=${CONVOY_SOURCE_DIR}")
 endif()
 
-run_step("build app" COMMAND "${CMAKE_COMMAND}" --build "${build}" ${config_args})
+run_step("build app" COMMAND "${CMAKE_COMMAND}" --build "${build}" ${config_args} --parallel ${cores})
 run_step("run app" COMMAND "${build}/bin/convoy_consumer")
 if(NOT step_output MATCHES "consumer: 1 variable, 6 elements")
   message(FATAL_ERROR "[${MODE}] unexpected output from the app:\n${step_output}")
