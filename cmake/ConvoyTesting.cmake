@@ -52,11 +52,11 @@ function(convoy_label_programs target)
   endforeach()
 endfunction()
 
-# convoy_test_program(<target>): one of convoy's test programs, compiled at -O0 in Release. They
-# run small data whose heavy math is OpenBLAS's or LibTorch's, and their template-heavy files
-# compile in about two thirds of -O1's CPU time (test_ps_cluster: 34 s against 53 s; -O1 was
-# itself two thirds of -O3). The examples and benchmarks, which train for real and are timed, keep
-# the build type's flags; the sanitizer builds set their own.
+# convoy_test_program(<target>): one of convoy's test programs (or the doctest main they share),
+# compiled at -O0 in Release. They run small data whose heavy math is OpenBLAS's or LibTorch's,
+# and their template-heavy files compile in about two thirds of -O1's CPU time (test_ps_cluster:
+# 34 s against 49-53 s; -O1 was itself two thirds of -O3). The examples and benchmarks, which
+# train for real and are timed, keep the build type's flags; the sanitizer builds set their own.
 function(convoy_test_program target)
   target_compile_options(${target} PRIVATE $<$<CONFIG:Release>:-O0>)
 endfunction()
