@@ -57,7 +57,7 @@ set_target_properties(convoy_tensorboard PROPERTIES
   CONVOY_PROTOBUF_VERSION "${_convoy_protobuf_version}"
   EXPORT_PROPERTIES CONVOY_PROTOBUF_VERSION)
 target_link_libraries(convoy_tensorboard PUBLIC convoy protobuf::libprotobuf)
-# protoc's code is not convoy's to fix: a -Werror build (tools/dev clang) does not apply to it.
+# protoc's code is not convoy's to fix: a -Werror build (tools/dev asan) does not apply to it.
 set_target_properties(convoy_tensorboard PROPERTIES POSITION_INDEPENDENT_CODE ON
                       COMPILE_WARNING_AS_ERROR OFF)
 message(STATUS "convoy: convoy::tensorboard is built (protoc: ${Protobuf_PROTOC_EXECUTABLE})")

@@ -172,7 +172,8 @@ TEST_CASE("a stream round trip through write_named/read_named keeps names, shape
     auto const back = convoy::io::read_named(stream, c.format, "'memory'");
     REQUIRE(back.size() == named.size());
     for (auto const& [name, tensor] : named) {
-      CAPTURE(name);
+      auto const& variable = name;  // clang 14 cannot capture a structured binding in CAPTURE
+      CAPTURE(variable);
       REQUIRE(back.contains(name));
       CHECK(back.at(name).shape == tensor.shape);
       CHECK(back.at(name) == tensor);
