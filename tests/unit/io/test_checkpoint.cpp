@@ -403,16 +403,15 @@ TEST_CASE("a generator count claiming 2^64 entries is refused before any allocat
   auto const payload = payload_of(checkpoint);
   // The payload ends with the generators' count (8 bytes, 0 here) and then the data seed.
   REQUIRE(payload.substr(payload.size() - 16, 8) == std::string(8, '\0'));
-  // A pair, not a structured binding: clang 14 cannot capture a binding in CAPTURE's lambda.
-  for (auto const& forgery :
+  for (auto const& [count, expected] :
        {std::pair<std::string, std::string>{std::string(8, '\xff'),
                                             "generators claims 18446744073709551615 entries, "
                                             "more than the 65536 allowed"},
         {std::string("\x01\x00\x01\x00\x00\x00\x00\x00", 8),
          "generators claims 65537 entries, more than the 65536 allowed"},
         {std::string("\x00\x04\x00\x00\x00\x00\x00\x00", 8), "cannot be parsed"}}) {
-    auto const& [count, expected] = forgery;
-    CAPTURE(forgery.second);
+    auto const& wanted = expected;  // clang 14 cannot capture a structured binding in CAPTURE
+    CAPTURE(wanted);
     auto forged = payload;
     forged.replace(payload.size() - 16, 8, count);
     write_file(file, framed(forged));
