@@ -35,8 +35,9 @@ if(CONVOY_SANITIZE)
     "ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1"
     "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
   if("thread" IN_LIST _convoy_sanitizers)
-    # libgomp and OpenBLAS are not built for TSan: their own pool threads would synchronize where
-    # TSan cannot see it. One thread each keeps all the threading in convoy's code.
+    # The OpenMP runtime (libgomp or libomp) and OpenBLAS are not built for TSan: their own pool
+    # threads would synchronize where TSan cannot see it. One thread each keeps all the threading
+    # in convoy's code.
     list(APPEND convoy_test_environment
       "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=${PROJECT_SOURCE_DIR}/tests/tsan.supp"
       OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1)
