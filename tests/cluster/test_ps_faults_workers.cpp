@@ -308,7 +308,10 @@ TEST_CASE("synchronous without backups: every live task stops at once with an er
   int const hangs = c.finish(std::chrono::milliseconds(3 * timeout_ms));
   auto const took = clock_type::now() - killed;
   CHECK(hangs == 0);
-  CHECK(took < std::chrono::milliseconds(timeout_ms));
+  // At once: about 20 ms here, loaded or not. Well under the 2 s a worker gives its goodbye's
+  // answers, which a goodbye that lost count of its shards waited out (and, once in a few hundred
+  // runs, a ps waited out the whole timeout for a goodbye that never left).
+  CHECK(took < std::chrono::milliseconds(1500));
   std::cout << "sync without backups: every live task stopped "
             << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
             << " ms after the kill (timeout " << timeout_ms << " ms)\n";

@@ -259,7 +259,10 @@ class Client {
         auto const s = which[i];
         std::vector<zmq::message_t> frames;
         (void)zmq::recv_multipart(sockets_[s], std::back_inserter(frames));
-        if (frames.empty()) continue;
+        // Counted once: a goodbye's shard that answered and left in the same turn was counted
+        // above as gone; counting it twice would end the wait before the other shards answer,
+        // or keep it to its timeout (left wraps below zero).
+        if (frames.empty() || done[s]) continue;
         Reply r;
         r.header = decode(frames[0], shard_name(s));
         if (!starting && instances_[s] != 0 && r.header.instance != instances_[s]) {

@@ -226,6 +226,7 @@ class Shard {
       if (!(item.revents & ZMQ_POLLIN)) {
         if (std::chrono::steady_clock::now() - last_heard > sync_.timeout) {
           socket_ = nullptr;
+          peer_log_.flush();  // the last summaries of refused messages, as on a clean end
           if (!failure_.empty()) throw Error(failure_);
           throw TimeoutError("convoy: " + name() + " heard from no worker for " +
                              std::to_string(sync_.timeout.count()) + " ms; " + missing_workers());
