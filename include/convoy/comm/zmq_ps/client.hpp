@@ -218,12 +218,14 @@ class Client {
     std::vector<char> done(shards(), 0);
     // Per shard: when its connection was lost while this request waited (it was sent again).
     std::vector<std::optional<clock::time_point>> lost_at(shards());
-    std::size_t left = shards();
+    // Derived from done, never counted beside it: a shard that answers and leaves in one turn is
+    // done once (a goodbye counts a shard that left as done, and its answer may be read after).
+    auto const pending = [&] { return std::find(done.begin(), done.end(), 0) != done.end(); };
     auto const start = clock::now();
     auto next_note = std::chrono::milliseconds(1000);
     std::string refusal;  // the first shard's refusal, thrown once every shard has answered
     std::uint64_t const generation = sent_generation_;
-    while (left > 0) {
+    while (pending()) {
       std::vector<zmq::pollitem_t> items;
       std::vector<std::size_t> which;
       for (std::size_t s = 0; s < shards(); ++s) {
@@ -250,19 +252,15 @@ class Client {
         for (std::size_t s = 0; s < shards(); ++s) {
           if (done[s] || down_since_[s] < 0) continue;
           done[s] = 1;
-          --left;
         }
-        if (left == 0) break;
+        if (!pending()) break;
       }
       for (std::size_t i = 0; i < items.size(); ++i) {
         if (!(items[i].revents & ZMQ_POLLIN)) continue;
         auto const s = which[i];
         std::vector<zmq::message_t> frames;
         (void)zmq::recv_multipart(sockets_[s], std::back_inserter(frames));
-        // Counted once: a goodbye's shard that answered and left in the same turn was counted
-        // above as gone; counting it twice would end the wait before the other shards answer,
-        // or keep it to its timeout (left wraps below zero).
-        if (frames.empty() || done[s]) continue;
+        if (frames.empty() || done[s]) continue;  // done: gone, counted by the goodbye rule
         Reply r;
         r.header = decode(frames[0], shard_name(s));
         if (!starting && instances_[s] != 0 && r.header.instance != instances_[s]) {
@@ -299,19 +297,16 @@ class Client {
         }
         replies[s] = std::move(r);
         done[s] = 1;
-        --left;
       }
       auto const waited = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
-      if (left > 0 && waited > timeout) {
-        bool const lost = std::any_of(down_since_.begin(), down_since_.end(),
-                                      [](std::int64_t d) { return d >= 0; });
-        throw TimeoutError("convoy: worker " + std::to_string(worker_) + " waited " +
-                           std::to_string(timeout.count()) + " ms for " + missing(done) + " " +
-                           waiting + (lost ? "; a lost shard did not come back" : ""));
-      }
       bool const shard_down = std::any_of(down_since_.begin(), down_since_.end(),
                                           [](std::int64_t d) { return d >= 0; });
-      if ((starting || shard_down) && left > 0 && waited >= next_note && log_) {
+      if (pending() && waited > timeout) {
+        throw TimeoutError("convoy: worker " + std::to_string(worker_) + " waited " +
+                           std::to_string(timeout.count()) + " ms for " + missing(done) + " " +
+                           waiting + (shard_down ? "; a lost shard did not come back" : ""));
+      }
+      if ((starting || shard_down) && pending() && waited >= next_note && log_) {
         *log_ << "convoy: worker " << worker_ << " waiting for " << missing(done) << " ("
               << waited.count() / 1000 << " s so far)" << std::endl;
         next_note *= 2;
