@@ -21,6 +21,7 @@
 #include <zmq_addon.hpp>
 
 #include "processes.hpp"
+#include "task_checks.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -42,7 +43,7 @@ std::vector<std::byte> random_id() {
 // One rank: resolves the cluster from the launcher's variables, shares the id and writes it to
 // <dir>/rank<r>.id. Scenario "late": rank 0 starts serving a second after the others ask.
 int task(std::string const& scenario, std::filesystem::path const& dir) {
-  auto const cluster = Cluster::from_environment();
+  auto const cluster = Cluster::from_environment(RankJobs::all_workers);
   int const rank = cluster.worker_rank();
   if (scenario == "late" && rank == 0) std::this_thread::sleep_for(1s);
   auto const id = comm::nccl::share_unique_id(cluster, id_bytes, random_id,
@@ -61,14 +62,7 @@ TEST_CASE("ranks started by torchrun share rank 0's id, though rank 0 comes up l
   constexpr int ranks = 3;
   auto const tasks = testing::run_cluster(program, "late", dir.path, 0, ranks, "torchrun",
                                           std::chrono::seconds(60));
-  for (auto const& t : tasks) {
-    CAPTURE(t.index);
-    CHECK(t.status == 0);
-    if (t.status != 0) {
-      std::ifstream log(t.log);
-      std::cerr << log.rdbuf();
-    }
-  }
+  testing::check_tasks_succeeded(tasks);
   std::vector<std::vector<char>> ids;
   for (int r = 0; r < ranks; ++r) {
     std::ifstream in(dir.path / ("rank" + std::to_string(r) + ".id"), std::ios::binary);

@@ -95,7 +95,7 @@ int train_task(Placement placement, Sync sync, optim::Optimizer optimizer,
                std::filesystem::path const& dir, std::int64_t until,
                std::filesystem::path const& checkpoints = {}, int kill_rank = -1) {
   using S = Strategy<nn::Mlp, Placement, comm::Gloo, Sync>;
-  auto const cluster = Cluster::from_environment();
+  auto const cluster = Cluster::from_environment(RankJobs::all_workers);
   Trainer<S> trainer{S{make_model(), placement, gloo_policy(), sync}, optimizer};
   auto const losses = fit(trainer, until, optimizer, checkpoints, [&](StepReport const& r) {
     if (cluster.worker_rank() == kill_rank && r.global_step == 5) std::_Exit(9);  // as if killed
@@ -111,7 +111,7 @@ int train_task(Placement placement, Sync sync, optim::Optimizer optimizer,
 // with one process or the other 2 ms late in turn, so that a round's data has arrived before its
 // receiver starts that round. Small integers: every sum is exact.
 int allreducer_task(std::filesystem::path const& dir) {
-  auto const cluster = Cluster::from_environment();
+  auto const cluster = Cluster::from_environment(RankJobs::all_workers);
   int const rank = cluster.worker_rank();
   auto context = comm::gloo_fabric::connect_mesh(
       cluster, {.host = "127.0.0.1", .interface = {}}, 20s, comm::bootstrap::Options{});
@@ -163,8 +163,9 @@ std::string program;
 
 std::vector<testing::Task> run_cluster(std::string const& scenario,
                                        std::filesystem::path const& dir, int workers,
-                                       bool expect_success = true) {
-  auto const tasks = testing::run_cluster(program, scenario, dir, 0, workers, {}, 120s);
+                                       bool expect_success = true,
+                                       std::string const& launcher = {}) {
+  auto const tasks = testing::run_cluster(program, scenario, dir, 0, workers, launcher, 120s);
   if (expect_success) testing::check_tasks_succeeded(tasks);
   return tasks;
 }
@@ -219,6 +220,18 @@ TEST_CASE("2 and 3 processes of one replica match in-process Mirrored step for s
     testing::TempDir dir("gloo-host");
     run_cluster("host", dir.path, workers);
     check_matches(dir.path, workers, mirrored(workers));
+  }
+}
+
+TEST_CASE("under torchrun, Open MPI, MPICH and Slurm every rank is a worker, unless told") {
+  // The launchers only number their processes; without CONVOY_PS_TASKS a ZmqPs program makes
+  // rank 0 its ps, but a collective has no ps and must not leave rank 0 out.
+  auto const want = mirrored(2);
+  for (std::string launcher : {"torchrun", "Open MPI", "MPICH", "Slurm"}) {
+    CAPTURE(launcher);
+    testing::TempDir dir("gloo-launcher");
+    run_cluster("host", dir.path, 2, true, launcher);
+    check_matches(dir.path, 2, want);
   }
 }
 

@@ -16,9 +16,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <optional>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -51,7 +54,18 @@ inline int bind_loopback(int port) {
 /// (net.ipv4.ip_local_port_range): a port the kernel hands out for a bind to port 0 (Gloo's and
 /// ZeroMQ's own listeners, every outgoing connection) could be taken by any process between this
 /// answer and the task's bind, as a test_gloo_kill trial once saw ("Address already in use").
-/// Below the range only another test drawing the same random port can.
+/// Below the range only another test drawing the same random port can. A port is never handed out
+/// twice by one process (ports_handed_out()).
+inline int free_port();
+
+/// The ports free_port() and free_port_block() gave this process: nothing binds one between two
+/// calls, so a second draw of it would find it free (one test_gloo_kill trial got one port for two
+/// workers of a TF_CONFIG).
+inline std::set<int>& ports_handed_out() {
+  static std::set<int> given;
+  return given;
+}
+
 inline int free_port() {
   int low = 32768;
   if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
@@ -61,9 +75,15 @@ inline int free_port() {
   int const first = std::max(1024, low - 12000);
   if (low - first >= 1000) {
     static std::mt19937 draw(std::random_device{}());
+    auto& given = ports_handed_out();
     std::uniform_int_distribution<int> pick(first, low - 64);  // room for a block above it
     for (int attempt = 0; attempt < 100; ++attempt) {
-      if (int const port = bind_loopback(pick(draw))) return port;
+      int const port = pick(draw);
+      if (given.contains(port)) continue;
+      if (bind_loopback(port)) {
+        given.insert(port);
+        return port;
+      }
     }
   }
   return bind_loopback(0);  // no room below the range: a port the kernel picks, as before
@@ -74,18 +94,25 @@ inline int free_port_block(int n) {
   for (int attempt = 0; attempt < 50; ++attempt) {
     int const base = free_port();
     bool ok = base + n < 65535;
-    for (int i = 1; ok && i <= n; ++i) ok = bind_loopback(base + i) != 0;
-    if (ok) return base;
+    for (int i = 1; ok && i <= n; ++i) {
+      ok = !ports_handed_out().contains(base + i) && bind_loopback(base + i) != 0;
+    }
+    if (ok) {
+      for (int i = 1; i <= n; ++i) ports_handed_out().insert(base + i);
+      return base;
+    }
   }
   throw std::runtime_error("no block of free ports");
 }
 
 /// The variables each launcher sets for rank `rank` of `size` (ps tasks first, as CONVOY_PS_TASKS
-/// splits them), beside CONVOY_PS_TASKS.
+/// splits them), beside CONVOY_PS_TASKS when there are ps tasks: without any, the program's own
+/// default must make every rank a worker (RankJobs::all_workers).
 inline std::vector<std::string> launcher_environment(std::string const& launcher, int rank,
                                                      int size, int ps, int base) {
   auto const r = std::to_string(rank), n = std::to_string(size), b = std::to_string(base);
-  std::vector<std::string> env{"CONVOY_PS_TASKS=" + std::to_string(ps)};
+  std::vector<std::string> env;
+  if (ps > 0) env.push_back("CONVOY_PS_TASKS=" + std::to_string(ps));
   if (launcher == "torchrun") {
     env.insert(env.end(), {"RANK=" + r, "LOCAL_RANK=" + r, "WORLD_SIZE=" + n,
                            "LOCAL_WORLD_SIZE=" + n, "GROUP_RANK=0", "ROLE_RANK=" + r,
@@ -121,6 +148,13 @@ struct Task {
   int status = -1;  ///< exit status, 128 + signal, or -1 when killed at the deadline
   std::filesystem::path log;  ///< its stdout and stderr
 };
+
+/// What task `t` wrote to its stdout and stderr. (Streaming an empty file's rdbuf() into std::cout
+/// instead sets failbit there, and the test's own report after it is lost.)
+inline std::string log_text(Task const& t) {
+  std::ifstream in(t.log, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
 
 /// The TF_CONFIG "cluster" of `ps` ps tasks and `workers` workers on free loopback ports (no
 /// "ps" job at all without ps tasks: TF_CONFIG refuses an empty one).

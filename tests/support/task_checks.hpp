@@ -4,7 +4,6 @@
 
 #include <doctest/doctest.h>
 
-#include <fstream>
 #include <iostream>
 #include <vector>
 
@@ -15,9 +14,8 @@ namespace convoy::testing {
 inline void check_tasks_succeeded(std::vector<Task> const& tasks) {
   for (auto const& t : tasks) {
     if (t.status != 0) {
-      std::ifstream in(t.log);
       std::cout << "---- " << t.job << ":" << t.index << " (status " << t.status << ")\n"
-                << in.rdbuf() << "\n";
+                << log_text(t) << "\n";
     }
     CHECK_MESSAGE(t.status == 0, t.job << ":" << t.index << " ended with status " << t.status);
   }

@@ -22,6 +22,15 @@ inline std::vector<std::string> const& cluster_job_names() {
   return names;
 }
 
+/// What the ranks of a launcher that only numbers its processes (torchrun, Open MPI, MPICH, Slurm)
+/// become when CONVOY_PS_TASKS does not say. A parameter server needs ps tasks and such a
+/// launcher cannot name them; a collective (comm::Gloo, comm::Nccl) has none, and a rank taken
+/// for a ps would take no part in it.
+enum class RankJobs {
+  ps_first,     ///< with 2 or more ranks, rank 0 is ps task 0, the rest workers (comm::ZmqPs)
+  all_workers,  ///< every rank is a worker (the collectives)
+};
+
 /// A run's processes and this process's place among them, in TensorFlow's terms: jobs of tasks,
 /// each task at a "host:port" address. The processes that train are the chief (if any) and the
 /// workers, numbered by worker_rank(); ps tasks hold the variables; an evaluator only evaluates.
@@ -93,6 +102,16 @@ struct Cluster {
     return jobs.at("worker")[rank];
   }
 
+  /// The task of the training process with worker rank `rank`, as "job:index" ("chief:0",
+  /// "worker:2"); "worker:0" for a single process. Throws ClusterError when there is no such
+  /// process.
+  std::string worker_task(std::size_t rank) const {
+    if (single_process() && rank == 0) return "worker:0";
+    (void)worker_address(rank);  // the same check and message
+    if (has_chief()) return rank == 0 ? "chief:0" : "worker:" + std::to_string(rank - 1);
+    return "worker:" + std::to_string(rank);
+  }
+
   /// A few lines for users: the source, every job's addresses (long lists shortened), and this
   /// task with its worker rank and whether it is the chief. No trailing newline.
   std::string describe() const;
@@ -113,13 +132,20 @@ struct Cluster {
   /// Reads the cluster from the first source that applies, in this order: the TensorFlow example
   /// flags in argv (--job_name, --task_index, --ps_hosts, --worker_hosts), TF_CONFIG, torchrun,
   /// Open MPI, MPICH/Hydra PMI, Slurm; when none applies, local(). Unknown flags are left alone.
-  /// Throws ClusterError when the source that applies is malformed; never falls through past a
-  /// broken one. Reads only `env` and argv; does not block. Defined in resolve.hpp.
+  /// `ranks` splits a rank launcher's processes when CONVOY_PS_TASKS is unset. Throws
+  /// ClusterError when the source that applies is malformed; never falls through past a broken
+  /// one. Reads only `env` and argv; does not block. Defined in resolve.hpp.
   static Cluster resolve(int argc, char const* const* argv,
-                         Environment const& env = Environment::process());
+                         Environment const& env = Environment::process(),
+                         RankJobs ranks = RankJobs::ps_first);
 
   /// resolve() without flags: TF_CONFIG, torchrun, Open MPI, MPICH/Hydra PMI, Slurm, else local().
-  static Cluster from_environment(Environment const& env = Environment::process());
+  static Cluster from_environment(Environment const& env = Environment::process(),
+                                  RankJobs ranks = RankJobs::ps_first);
+  /// from_environment() of this process's environment, its rank launcher's ranks split by `ranks`.
+  static Cluster from_environment(RankJobs ranks) {
+    return from_environment(Environment::process(), ranks);
+  }
 
  private:
   std::size_t job_size(std::string const& name) const {

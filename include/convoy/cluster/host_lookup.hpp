@@ -1,6 +1,6 @@
-// Looking up a peer's host name before connecting to it: ZeroMQ resolves a name in the background
-// and retries forever, so a misspelled or unknown host would cost the whole connect timeout and end
-// in a message about silence instead of the name.
+// Looking up a host name before connecting to it or binding it: ZeroMQ resolves a peer's name in
+// the background and retries forever, so a misspelled or unknown host would cost the whole connect
+// timeout and end in a message about silence instead of the name; and it binds no names at all.
 #pragma once
 
 #include <arpa/inet.h>
@@ -36,6 +36,33 @@ inline int lookup_ipv4(std::string const& host, std::string* numeric = nullptr) 
   }
   if (found != nullptr) ::freeaddrinfo(found);
   return status;
+}
+
+/// "tcp://host:port" for a ZeroMQ socket to bind at `address` ("host:port", as in a cluster spec).
+/// ZeroMQ binds numeric addresses and interface names only (a host name is taken for an interface
+/// and fails with "No such device"), so a name is looked up here, IPv4, and its first address
+/// bound; "localhost" is 127.0.0.1, and numeric, bracketed and "*" hosts pass as they are. Throws
+/// ClusterError when the name does not resolve: "convoy: <what> '<address>' names host '<host>',
+/// which does not resolve here (<resolver's words>); <fix>".
+inline std::string zmq_bind_endpoint(std::string_view address, std::string_view what,
+                                     std::string_view fix = "fix the name service or the address") {
+  auto const colon = address.rfind(':');
+  if (colon == std::string_view::npos) {
+    throw ClusterError("convoy: " + std::string(what) + " '" + std::string(address) +
+                       "' has no port");
+  }
+  std::string host(address.substr(0, colon));
+  if (host == "localhost") host = "127.0.0.1";
+  if (!host.empty() && host.front() != '[' && host != "*") {
+    std::string numeric;
+    if (int const status = lookup_ipv4(host, &numeric); status != 0) {
+      throw ClusterError("convoy: " + std::string(what) + " '" + std::string(address) +
+                         "' names host '" + host + "', which does not resolve here (" +
+                         ::gai_strerror(status) + "); " + std::string(fix));
+    }
+    host = numeric;
+  }
+  return "tcp://" + host + ":" + std::string(address.substr(colon + 1));
 }
 
 /// Waits until the host of `address` ("host:port", as in a cluster spec) resolves to an IPv4

@@ -1,5 +1,6 @@
 // Launchers that give each process only a rank: torchrun, Open MPI's mpirun, MPICH's Hydra (PMI)
-// and Slurm's srun. Ranks become roles by one rule: ranks 0..P-1 are ps tasks, the rest workers.
+// and Slurm's srun. Ranks become roles by one rule: ranks 0..P-1 are ps tasks, the rest workers,
+// P from CONVOY_PS_TASKS or else from what the program trains with (RankJobs).
 #pragma once
 
 #include <cstddef>
@@ -87,13 +88,13 @@ inline int port_base(Environment const& env, int size) {
 
 }  // namespace detail
 
-/// The cluster a launcher's ranks make. Reads CONVOY_PS_TASKS (P; default 1 when size >= 2, else
-/// 0), CONVOY_PORT / MASTER_PORT (the port base) and, when `info.hosts` is empty,
-/// CONVOY_COORDINATOR / MASTER_ADDR / 127.0.0.1 (the one host of every rank, so ps ranks must run
-/// there). Ranks 0..P-1 are ps 0..P-1, ranks P..size-1 are worker 0..size-P-1 (worker 0 is the
-/// chief; there is no chief job); rank r listens on base + 1 + r. Size 1 with P = 0 is a single
-/// process. Throws ClusterError unless 0 <= rank < size, local_rank < size and P < size.
-inline Cluster rank_cluster(RankInfo const& info, Environment const& env) {
+/// The cluster a launcher's ranks make. Reads CONVOY_PS_TASKS (P; when unset, 1 if size >= 2 and
+/// `ranks` is ps_first, else 0), CONVOY_PORT / MASTER_PORT (the port base) and, when `info.hosts`
+/// is empty, CONVOY_COORDINATOR / MASTER_ADDR / 127.0.0.1 (the one host of every rank, so ps ranks
+/// must run there). Ranks 0..P-1 are ps 0..P-1, ranks P..size-1 are worker 0..size-P-1 (worker 0
+/// is the chief; there is no chief job); rank r listens on base + 1 + r. Size 1 with P = 0 is a
+/// single process. Throws ClusterError unless 0 <= rank < size, local_rank < size and P < size.
+inline Cluster rank_cluster(RankInfo const& info, Environment const& env, RankJobs ranks) {
   using detail::quote;
   std::string const launcher = " (" + info.source + ")";
   if (info.size < 1)
@@ -112,7 +113,7 @@ inline Cluster rank_cluster(RankInfo const& info, Environment const& env) {
   // The ps tasks take the lowest ranks because rank 0 is where every launcher starts counting:
   // torchrun's node_rank 0 and mpirun's first host are the coordinator, so the ps tasks land on
   // the host the others are told to reach.
-  int const ps = requested.value_or(info.size >= 2 ? 1 : 0);
+  int const ps = requested.value_or(ranks == RankJobs::ps_first && info.size >= 2 ? 1 : 0);
   Cluster c;
   c.source = info.source;
   c.local_rank = info.local_rank;
@@ -152,7 +153,8 @@ inline Cluster rank_cluster(RankInfo const& info, Environment const& env) {
 inline std::optional<Cluster> from_rank_variables(Environment const& env, std::string const& source,
                                                   std::string const& rank,
                                                   std::string const& size,
-                                                  std::string const& local_rank) {
+                                                  std::string const& local_rank,
+                                                  RankJobs ranks) {
   if (!env.has(rank) && !env.has(size)) return std::nullopt;
   RankInfo info{.source = source,
                 .rank_variable = rank,
@@ -162,25 +164,25 @@ inline std::optional<Cluster> from_rank_variables(Environment const& env, std::s
   info.rank = detail::require_variable(env, rank, source, because);
   info.size = detail::require_variable(env, size, source, because);
   info.local_rank = detail::read_count(env, local_rank).value_or(0);
-  return rank_cluster(info, env);
+  return rank_cluster(info, env, ranks);
 }
 
 /// torchrun (and torch.distributed.launch): RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
 /// MASTER_PORT.
-inline std::optional<Cluster> from_torchrun(Environment const& env) {
-  return from_rank_variables(env, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK");
+inline std::optional<Cluster> from_torchrun(Environment const& env, RankJobs ranks) {
+  return from_rank_variables(env, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", ranks);
 }
 
 /// Open MPI's mpirun: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK.
-inline std::optional<Cluster> from_open_mpi(Environment const& env) {
+inline std::optional<Cluster> from_open_mpi(Environment const& env, RankJobs ranks) {
   return from_rank_variables(env, "Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                             "OMPI_COMM_WORLD_LOCAL_RANK");
+                             "OMPI_COMM_WORLD_LOCAL_RANK", ranks);
 }
 
 /// MPICH's Hydra (and other PMI launchers): PMI_RANK, PMI_SIZE, and Hydra's MPI_LOCALRANKID for
 /// the local rank.
-inline std::optional<Cluster> from_pmi(Environment const& env) {
-  return from_rank_variables(env, "MPICH/PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID");
+inline std::optional<Cluster> from_pmi(Environment const& env, RankJobs ranks) {
+  return from_rank_variables(env, "MPICH/PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", ranks);
 }
 
 /// The host of every Slurm task: the step's node list (SLURM_STEP_NODELIST, else
@@ -237,7 +239,7 @@ inline std::vector<std::string> slurm_task_hosts(Environment const& env, int nta
 
 /// Slurm's srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the node list and task counts (see
 /// slurm_task_hosts()). Applies when SLURM_PROCID is set; then SLURM_NTASKS is required.
-inline std::optional<Cluster> from_slurm(Environment const& env) {
+inline std::optional<Cluster> from_slurm(Environment const& env, RankJobs ranks) {
   if (!env.has("SLURM_PROCID")) return std::nullopt;
   RankInfo info{.source = "Slurm",
                 .rank_variable = "SLURM_PROCID",
@@ -247,7 +249,7 @@ inline std::optional<Cluster> from_slurm(Environment const& env) {
   info.size = detail::require_variable(env, "SLURM_NTASKS", "Slurm", "SLURM_PROCID is set");
   info.local_rank = detail::read_count(env, "SLURM_LOCALID").value_or(0);
   if (info.size >= 1 && info.rank < info.size) info.hosts = slurm_task_hosts(env, info.size);
-  return rank_cluster(info, env);
+  return rank_cluster(info, env, ranks);
 }
 
 }  // namespace convoy::resolvers

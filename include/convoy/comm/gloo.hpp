@@ -36,7 +36,8 @@ struct Gloo {
   /// Which of Gloo's allreduce algorithms sums a bucket (comm/gloo_algorithm.hpp).
   using Algorithm = GlooAlgorithm;
 
-  /// This process's cluster; empty: resolved from the environment (Cluster::from_environment()).
+  /// This process's cluster; empty: resolved from the environment, every rank of a rank launcher
+  /// a worker unless CONVOY_PS_TASKS says otherwise (Cluster::from_environment(all_workers)).
   /// Its worker 0 serves the rendezvous at its address (comm/bootstrap/rendezvous.hpp).
   std::optional<Cluster> cluster{};
   /// Gradients per allreduce: a bucket starts as soon as the backward pass has finished it.

@@ -28,7 +28,8 @@ struct Nccl {
   using policy_category = communication_tag;
   static constexpr std::string_view name = "Nccl";
   static constexpr bool collective = true;  ///< every replica takes part in every exchange
-  /// This process's cluster; empty: resolved from the environment (Cluster::from_environment()).
+  /// This process's cluster; empty: resolved from the environment, every rank of a rank launcher
+  /// a worker unless CONVOY_PS_TASKS says otherwise (Cluster::from_environment(all_workers)).
   /// Its worker 0 serves the NCCL unique id at its address (comm/nccl/unique_id_bootstrap.hpp).
   std::optional<Cluster> cluster{};
   /// Gradients per allreduce: a bucket starts as soon as the backward pass has finished it.

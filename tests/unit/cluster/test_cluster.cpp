@@ -22,6 +22,7 @@ namespace {
 using convoy::Cluster;
 using convoy::ClusterError;
 using convoy::Environment;
+using convoy::RankJobs;
 using Vars = std::map<std::string, std::string>;
 using Strings = std::vector<std::string>;
 
@@ -119,6 +120,7 @@ TEST_CASE("a single process: no jobs, worker 0 of 1 and the chief") {
   CHECK(from_env({{"HOME", "/root"}, {"PATH", "/usr/bin"}}).single_process());
   CHECK_THROWS_AS(c.ps_address(0), convoy::Error);
   CHECK_THROWS_AS(c.worker_address(0), convoy::Error);
+  CHECK(c.worker_task(0) == "worker:0");
 }
 
 TEST_CASE("a program resolves its cluster once, from its command line and environment") {
@@ -167,6 +169,10 @@ TEST_CASE("queries: ranks with and without a chief, ps and evaluator tasks") {
   CHECK_FALSE(c.is_chief());
   CHECK(c.worker_address(0) == "c:1");
   CHECK(c.worker_address(2) == "w1:1");
+  // What messages call the training process of each rank: the chief is rank 0.
+  CHECK(c.worker_task(0) == "chief:0");
+  CHECK(c.worker_task(2) == "worker:1");
+  CHECK_THROWS_AS((void)c.worker_task(3), convoy::ClusterError);
   CHECK(c.ps_address(1) == "p1:1");
   CHECK(message_of<convoy::Error>([&] { (void)c.ps_address(2); }).find("2 ps task(s)") !=
         std::string::npos);
@@ -190,6 +196,7 @@ TEST_CASE("queries: ranks with and without a chief, ps and evaluator tasks") {
   CHECK(no_chief.is_chief());
   CHECK(no_chief.worker_rank() == 0);
   CHECK(no_chief.worker_address(1) == "w1:1");
+  CHECK(no_chief.worker_task(1) == "worker:1");
   no_chief.index = 1;
   CHECK_FALSE(no_chief.is_chief());
   CHECK(no_chief.worker_rank() == 1);
@@ -285,6 +292,26 @@ TEST_CASE("torchrun: ranks become ps then workers, ports above MASTER_PORT on MA
   Cluster const allreduce = from_env(merged(torchrun(1, 2, 2), {{"CONVOY_PS_TASKS", "0"}}));
   CHECK(allreduce.ps_count() == 0);
   CHECK(allreduce.worker_rank() == 1);
+  // What a collective asks for (comm::Gloo, comm::Nccl): every rank a worker without
+  // CONVOY_PS_TASKS, rank 0 the chief; the variable still wins when it is set.
+  for (int rank = 0; rank < 3; ++rank) {
+    CAPTURE(rank);
+    Cluster const c = Cluster::from_environment(Environment{torchrun(rank, 3, 3)},
+                                                RankJobs::all_workers);
+    CHECK(c.ps_count() == 0);
+    CHECK(c.jobs.at("worker") == Strings{"10.0.0.1:29401", "10.0.0.1:29402", "10.0.0.1:29403"});
+    CHECK(c.worker_rank() == rank);
+    CHECK(c.is_chief() == (rank == 0));
+  }
+  Cluster const told = Cluster::from_environment(
+      Environment{merged(torchrun(0, 3, 3), {{"CONVOY_PS_TASKS", "1"}})}, RankJobs::all_workers);
+  CHECK(told.is_ps());
+  CHECK(Cluster::from_environment(Environment{srun(0, 0)}, RankJobs::all_workers).ps_count() ==
+        0);
+  // A TF_CONFIG names its jobs itself: the split asked for does not touch it.
+  CHECK(Cluster::from_environment(Environment{Vars{{"TF_CONFIG", tf_config_two_workers_one_ps}}},
+                                  RankJobs::all_workers)
+            .ps_count() == 1);
   // A world of one is a single process, unless ps tasks are asked for (then it is an error).
   Cluster const one = from_env(torchrun(0, 1, 1));
   CHECK(one.single_process());
@@ -783,4 +810,16 @@ TEST_CASE("a peer's host is looked up before connecting: numeric hosts and loopb
   CHECK_NOTHROW(convoy::wait_until_resolves("ps:0", "localhost:2222", deadline));
   CHECK_THROWS_WITH_AS(convoy::wait_until_resolves("ps:0", "localhost", deadline),
                        doctest::Contains("has no port"), ClusterError);
+}
+
+TEST_CASE("what ZeroMQ binds: a host name becomes its address, numeric hosts and * stay") {
+  // ZeroMQ takes a name for a network interface ("No such device"): a Slurm node name or a
+  // TF_CONFIG host must be looked up first. An unknown name is refused naming it (tests/netns).
+  CHECK(convoy::zmq_bind_endpoint("localhost:2222", "test") == "tcp://127.0.0.1:2222");
+  CHECK(convoy::zmq_bind_endpoint("10.1.2.3:2222", "test") == "tcp://10.1.2.3:2222");
+  CHECK(convoy::zmq_bind_endpoint("[::1]:2222", "test") == "tcp://[::1]:2222");
+  CHECK(convoy::zmq_bind_endpoint("*:2222", "test") == "tcp://*:2222");
+  CHECK_THROWS_WITH_AS(convoy::zmq_bind_endpoint("localhost", "rank 0's address"),
+                       doctest::Contains("rank 0's address 'localhost' has no port"),
+                       ClusterError);
 }

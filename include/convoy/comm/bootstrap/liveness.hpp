@@ -22,7 +22,9 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "../../cluster/host_lookup.hpp"
 #include "../../core/error.hpp"
+#include "../detail/zmq_poll.hpp"
 
 namespace convoy::comm::bootstrap {
 
@@ -56,7 +58,7 @@ class LivenessBoard {
       : socket_(context_, zmq::socket_type::router), board_(static_cast<std::size_t>(processes)) {
     socket_.set(zmq::sockopt::linger, 0);
     try {
-      socket_.bind("tcp://" + address);
+      socket_.bind(zmq_bind_endpoint(address, "the liveness board's address"));
     } catch (zmq::error_t const& e) {
       throw Error("convoy: the liveness board cannot listen at " + address + ": " + e.what());
     }
@@ -95,7 +97,7 @@ class LivenessBoard {
   void serve(std::stop_token stop) {
     while (!stop.stop_requested()) {
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+      comm::detail::poll(&item, 1, std::chrono::milliseconds(50));
       if ((item.revents & ZMQ_POLLIN) == 0) continue;
       std::vector<zmq::message_t> message;
       if (!zmq::recv_multipart(socket_, std::back_inserter(message), zmq::recv_flags::dontwait))
@@ -176,7 +178,7 @@ class LivenessReporter {
     socket.connect("tcp://" + address_);
     (void)send(socket, "ask");  // a fresh socket's queue is empty: it is taken
     zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, options_.answer);
+    comm::detail::poll(&item, 1, options_.answer);
     std::vector<zmq::message_t> answer;
     if ((item.revents & ZMQ_POLLIN) == 0 ||
         !zmq::recv_multipart(socket, std::back_inserter(answer), zmq::recv_flags::dontwait) ||

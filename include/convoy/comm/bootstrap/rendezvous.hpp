@@ -24,6 +24,7 @@
 #include "../../cluster/cluster.hpp"
 #include "../../cluster/host_lookup.hpp"
 #include "../../core/error.hpp"
+#include "../detail/zmq_poll.hpp"
 
 namespace convoy::comm::bootstrap {
 
@@ -61,7 +62,7 @@ inline void serve(std::string const& address, int world_size, Options const& opt
   zmq::socket_t socket(context, zmq::socket_type::rep);
   socket.set(zmq::sockopt::linger, 2000);  // the last answers leave before the socket closes
   try {
-    socket.bind(detail::endpoint(address));
+    socket.bind(zmq_bind_endpoint(address, "rank 0's address"));
   } catch (zmq::error_t const& e) {
     throw Error("convoy: rank 0 cannot serve " + std::string(what) + " at " + address + ": " +
                 e.what());
@@ -84,15 +85,19 @@ inline void serve(std::string const& address, int world_size, Options const& opt
       std::set<int> never;
       for (int r = 1; r < world_size; ++r)
         if (!asked.contains(r)) never.insert(r);
+      // Every rank asked, but some never came back for the answer (told to wait, then gone).
+      std::string const why =
+          never.empty() ? " asked, were told to wait for the others and never asked again; are "
+                          "they still running?"
+                        : " never asked for it; are they started, and can they reach that address?";
       throw TimeoutError("convoy: rank 0 served " + std::string(what) + " at " + address + " for " +
                          std::to_string(options.timeout.count()) + " ms, but rank(s) " +
                          detail::rank_list(never.empty() ? waiting : never) + " of " +
-                         std::to_string(world_size) +
-                         " never asked for it; are they started, and can they reach that address?");
+                         std::to_string(world_size) + why);
     }
     zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
     auto const left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-    zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
+    comm::detail::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
     if ((item.revents & ZMQ_POLLIN) == 0) continue;
     // Never blocks: a peer of another socket type (the liveness reporters, which connect to
     // this address once the rendezvous is over) makes the socket readable with nothing it takes.
@@ -165,7 +170,7 @@ inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
     auto const wait = std::min(
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now), options.retry);
     zmq::pollitem_t item{socket->handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::max(wait, std::chrono::milliseconds(1)));
+    comm::detail::poll(&item, 1, std::max(wait, std::chrono::milliseconds(1)));
     if ((item.revents & ZMQ_POLLIN) == 0) {  // not there yet: a fresh socket asks again
       socket.reset();
       continue;

@@ -78,7 +78,8 @@ class HostFabric {
   /// loopback without allow_plaintext, TimeoutError naming the processes that never came.
   template <class Group>
   HostFabric(Gloo const& policy, Group& group, BucketPlan const& plan)
-      : cluster_(policy.cluster ? *policy.cluster : Cluster::from_environment()),
+      : cluster_(policy.cluster ? *policy.cluster
+                                : Cluster::from_environment(RankJobs::all_workers)),
         timeout_(policy.timeout) {
     for (auto const& b : plan.buckets()) largest_bucket_ = std::max(largest_bucket_, b.size);
     auto const local = group.size();
@@ -86,7 +87,8 @@ class HostFabric {
     if (!cluster_.single_process() && cluster_.worker_rank() < 0) {
       throw ClusterError("convoy: task " + cluster_.job + ":" + std::to_string(cluster_.index) +
                          " takes no part in comm::Gloo's collective; only the chief and the "
-                         "workers do (a cluster for it has no ps tasks)");
+                         "workers do (a cluster for it has no ps tasks: under a launcher that "
+                         "only numbers its processes, leave CONVOY_PS_TASKS unset or 0)");
     }
     process_ = cluster_.single_process() ? 0 : static_cast<std::size_t>(cluster_.worker_rank());
     world_ = processes_ * local;
@@ -117,8 +119,7 @@ class HostFabric {
       bootstrap::LivenessOptions liveness{.interval = std::chrono::milliseconds(250),
                                           .missed_beats = 4};
       for (std::size_t p = 0; p < processes_; ++p)
-        liveness.names.push_back("worker:" + std::to_string(p) + " at " +
-                                 cluster_.worker_address(p));
+        liveness.names.push_back(cluster_.worker_task(p) + " at " + cluster_.worker_address(p));
       if (process_ == 0) {
         board_ =
             std::make_unique<bootstrap::LivenessBoard>(coordinator, static_cast<int>(processes_));
@@ -135,12 +136,13 @@ class HostFabric {
   HostFabric(HostFabric const&) = delete;
   HostFabric& operator=(HostFabric const&) = delete;
   ~HostFabric() {
+    // The communication thread first: inside a failed allreduce it asks the reporter who is
+    // missing. The reporter's goodbye still reads the exchange's count.
+    if (exchange_) exchange_->stop();
     if (reporter_) reporter_->say_goodbye();
     reporter_.reset();
     // After a failure the others may still ask the board who died: it stays a moment.
     if (board_ && failed_) board_->linger(stale_, std::chrono::seconds(5));
-    // A communication thread still inside an allreduce (another process failed) returns once the
-    // connections close.
     if (context_) close_connections();
   }
 
@@ -156,9 +158,12 @@ class HostFabric {
   /// After an exchange failed: which processes stopped answering, as the liveness board sees
   /// them (empty for a single process).
   std::string explain_timeout() const { return reporter_ ? reporter_->explain() : std::string(); }
-  /// Stops this process's exchange; the other processes' next allreduce fails.
+  /// Stops this process's exchange; the other processes' allreduce fails. An allreduce of this
+  /// process already waiting for a peer's data still waits for it, up to the policy's timeout:
+  /// Gloo's closeConnections() does not wake it.
   void abort(std::string const& why) {
     failed_ = true;
+    stopped_ = true;
     exchange_->abort(why);
     if (context_) close_connections();
   }
@@ -178,8 +183,10 @@ class HostFabric {
       if (what.starts_with("[") && what.find("] ") != std::string::npos) {
         what.erase(0, what.find("] ") + 2);  // Gloo's source file and line: nothing to the user
       }
-      std::string message = "convoy: process " + std::to_string(process_) +
-                            " (worker:" + std::to_string(process_) + ") lost the Gloo allreduce: ";
+      // This process stopped it (abort()), whose error is the one the exchange reports: at once.
+      if (stopped_) throw Error("convoy: " + task() + " stopped its Gloo allreduce (" + what + ")");
+      std::string message = "convoy: process " + std::to_string(process_) + " (" + task() +
+                            ") lost the Gloo allreduce: ";
       // A timeout: the collective engine adds who stopped answering (explain_timeout()), once.
       if (what.find("timeout") != std::string::npos ||
           what.find("Timed out") != std::string::npos) {
@@ -193,6 +200,8 @@ class HostFabric {
       throw Error(message);
     }
   }
+
+  std::string task() const { return cluster_.worker_task(process_); }
 
   void close_connections() {
     try {
@@ -209,6 +218,7 @@ class HostFabric {
   std::shared_ptr<::gloo::Context> context_;
   std::unique_ptr<Allreducer> allreducer_;  // registrations on context_'s pairs: after it
   std::atomic<bool> failed_{false};
+  std::atomic<bool> stopped_{false};  // abort(): an allreduce's error is this process's doing
   std::chrono::milliseconds stale_{1000};  // the liveness options' interval x missed beats
   std::unique_ptr<bootstrap::LivenessBoard> board_;        // the first process only
   std::unique_ptr<HostExchange> exchange_;                 // calls reduce() on its thread

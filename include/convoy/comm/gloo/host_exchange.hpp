@@ -44,9 +44,19 @@ class HostExchange {
   }
   HostExchange(HostExchange const&) = delete;
   HostExchange& operator=(HostExchange const&) = delete;
-  ~HostExchange() {
-    thread_.request_stop();
+  ~HostExchange() { stop(); }
+
+  /// Stops the communication thread and waits for it: at once when it is idle, once its allreduce
+  /// returns when it is in one. issued() stays valid.
+  void stop() {
+    {
+      // Under the lock: the thread checks for a stop under it before it sleeps, so a request
+      // between that check and its sleep would otherwise be missed, and the join wait forever.
+      std::lock_guard lock(mutex_);
+      thread_.request_stop();
+    }
     work_.notify_all();
+    if (thread_.joinable()) thread_.join();
   }
 
   /// One replica's side, driven by its thread (BucketReducer, the collective engine).

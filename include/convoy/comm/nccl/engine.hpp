@@ -43,7 +43,8 @@ class DeviceFabric {
   /// naming the rank that did not come, NcclError for a failed call.
   template <class Group>
   DeviceFabric(Nccl const& policy, Group& group, BucketPlan const&)
-      : cluster_(policy.cluster ? *policy.cluster : Cluster::from_environment()) {
+      : cluster_(policy.cluster ? *policy.cluster
+                                : Cluster::from_environment(RankJobs::all_workers)) {
     auto const local = static_cast<int>(group.size());
     std::vector<int> devices;
     for (int r = 0; r < local; ++r) {

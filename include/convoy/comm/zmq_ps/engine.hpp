@@ -54,8 +54,8 @@ struct Options {
 };
 
 /// "tcp://host:port" for a "host:port" address, with the host replaced by `host` when given.
-/// `for_bind`: ZeroMQ binds interfaces and numeric addresses only, so a host name is looked up
-/// (IPv4) and its address bound; a name that does not resolve is an Error naming it.
+/// `for_bind`: the endpoint to bind (zmq_bind_endpoint: a host name looked up, IPv4; one that does
+/// not resolve is a ClusterError naming it).
 inline std::string endpoint(std::string const& address, std::string const& host = {},
                             bool for_bind = false) {
   auto const colon = address.rfind(':');
@@ -64,15 +64,9 @@ inline std::string endpoint(std::string const& address, std::string const& host 
   }
   std::string h = host.empty() ? address.substr(0, colon) : host;
   if (h == "localhost") h = "127.0.0.1";
-  if (for_bind && !h.empty() && h.front() != '[' && h != "*") {
-    std::string numeric;
-    if (lookup_ipv4(h, &numeric) != 0) {
-      throw ClusterError("convoy: the ps address '" + address + "' names host '" + h +
-                         "', which does not resolve here; give ZmqPs::bind_host");
-    }
-    h = numeric;
-  }
-  return "tcp://" + h + ":" + address.substr(colon + 1);
+  auto const with_host = h + ":" + address.substr(colon + 1);
+  if (!for_bind) return "tcp://" + with_host;
+  return zmq_bind_endpoint(with_host, "the ps address", "give ZmqPs::bind_host");
 }
 
 template <class Model, class Placement, class Sync>
