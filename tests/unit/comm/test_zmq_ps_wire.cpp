@@ -4,6 +4,7 @@
 // counts them and keeps serving the others.
 #include <doctest/doctest.h>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
@@ -209,6 +210,37 @@ TEST_CASE("a shard counts malformed messages, answers those of its protocol, and
   CHECK(text.find("dropped a message: convoy: a peer of ps:0 sent") != std::string::npos);
   CHECK(text.find("(from peer 127.0.0.1)") != std::string::npos);
   CHECK(text.find("4 more refused message(s) from peer 127.0.0.1") != std::string::npos);
+}
+
+TEST_CASE("junk does not keep a shard whose workers are gone waiting: it times out all the same") {
+  testing::ShardBench b;
+  b.policy.timeout = std::chrono::milliseconds(1000);
+  std::ostringstream log;
+  Shard<sync::Asynchronous> shard(b.pieces, b.optimizer, b.policy, b.options(1, &log));
+  std::string error;
+  std::atomic<bool> ended{false};
+  auto const started = std::chrono::steady_clock::now();
+  std::thread server([&] {
+    try {
+      shard.serve();
+    } catch (std::exception const& e) {
+      error = e.what();
+    }
+    ended = true;
+  });
+  zmq::context_t context(1);
+  auto peer = testing::shard_peer(context, b.endpoint);
+  // A message every 100 ms, more often than the timeout, for at most 4 s.
+  for (int i = 0; i < 40 && !ended; ++i) {
+    auto junk = bytes("not a request");
+    peer.send(junk, zmq::send_flags::dontwait);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  server.join();
+  auto const took = std::chrono::steady_clock::now() - started;
+  CHECK(error.find("heard from no worker for 1000 ms") != std::string::npos);
+  CHECK(took < std::chrono::milliseconds(2500));
+  CHECK(shard.malformed() > 3);
 }
 
 TEST_CASE("a shard whose connection cap is below its workers' needs says so when it starts") {

@@ -22,6 +22,7 @@
 #include <zmq_addon.hpp>
 
 #include "../../core/error.hpp"
+#include "../detail/zmq_poll.hpp"
 #include "heartbeat.hpp"
 #include "security.hpp"
 #include "wire.hpp"
@@ -234,7 +235,7 @@ class Client {
           which.push_back(s);
         }
       }
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
+      comm::detail::poll(items.data(), items.size(), std::chrono::milliseconds(100));
       // A lost connection: the request is sent again, to the same process (a link that dropped
       // and came back answers a copy once) or to a restarted one, which check_returned's hello
       // tells apart. An answer that came before the loss is read below; only a request without

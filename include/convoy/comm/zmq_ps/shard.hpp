@@ -41,6 +41,7 @@
 #include "../../optim/optimizer.hpp"
 #include "../../place/sharded.hpp"
 #include "../../sync/rules.hpp"
+#include "../detail/zmq_poll.hpp"
 #include "heartbeat.hpp"
 #include "lost_worker.hpp"
 #include "peer_log.hpp"
@@ -216,37 +217,37 @@ class Shard {
       zmq::pollitem_t items[3] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
                                   {peers.handle(), 0, ZMQ_POLLIN, 0},
                                   {zap ? zap->socket().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
-      zmq::poll(items, zap ? 3 : 2, std::chrono::milliseconds(200));
+      comm::detail::poll(items, zap ? 3 : 2, std::chrono::milliseconds(200));
       if (zap && (items[2].revents & ZMQ_POLLIN)) {
         zap->handle_one();  // a refused worker is logged there; the others are served on
         refused_ = zap->refused();
       }
       if (items[1].revents & ZMQ_POLLIN) connection_event(peers);
-      auto const& item = items[0];
-      if (!(item.revents & ZMQ_POLLIN)) {
-        if (std::chrono::steady_clock::now() - last_heard > sync_.timeout) {
-          socket_ = nullptr;
-          peer_log_.flush();  // the last summaries of refused messages, as on a clean end
-          if (!failure_.empty()) throw Error(failure_);
-          throw TimeoutError("convoy: " + name() + " heard from no worker for " +
-                             std::to_string(sync_.timeout.count()) + " ms; " + missing_workers());
+      if (items[0].revents & ZMQ_POLLIN) {
+        frames.clear();
+        bool more = true, too_many = false;
+        while (more) {  // frame by frame, keeping at most `most`
+          zmq::message_t frame;
+          if (!socket.recv(frame, zmq::recv_flags::none)) break;
+          more = frame.more();
+          if (frames.size() < most) {
+            frames.push_back(std::move(frame));
+          } else {
+            too_many = true;
+          }
         }
-        continue;
+        dispatch(frames, too_many);
+        // Only a worker's request counts as hearing from one: a peer sending junk, or a lost
+        // worker's stale messages, must not keep a shard whose workers are all gone waiting.
+        if (std::exchange(heard_worker_, false)) last_heard = std::chrono::steady_clock::now();
       }
-      last_heard = std::chrono::steady_clock::now();
-      frames.clear();
-      bool more = true, too_many = false;
-      while (more) {  // frame by frame, keeping at most `most`
-        zmq::message_t frame;
-        if (!socket.recv(frame, zmq::recv_flags::none)) break;
-        more = frame.more();
-        if (frames.size() < most) {
-          frames.push_back(std::move(frame));
-        } else {
-          too_many = true;
-        }
+      if (!over() && std::chrono::steady_clock::now() - last_heard > sync_.timeout) {
+        socket_ = nullptr;
+        peer_log_.flush();  // the last summaries of refused messages, as on a clean end
+        if (!failure_.empty()) throw Error(failure_);
+        throw TimeoutError("convoy: " + name() + " heard from no worker for " +
+                           std::to_string(sync_.timeout.count()) + " ms; " + missing_workers());
       }
-      dispatch(frames, too_many);
     }
     ::zmq_socket_monitor(socket.handle(), nullptr, 0);
     socket_ = nullptr;
@@ -630,6 +631,7 @@ class Shard {
       reply_error(frames[0], h, e.what());
       return;
     }
+    heard_worker_ = true;  // one of this run's workers, on a connection it may speak on
     // A request from before a rollback (its worker has not heard of it yet): the answer carries
     // the new generation, and its worker starts over from the restored state.
     if (h.op != Op::hello && h.op != Op::bye && h.generation < generation_) {
@@ -1221,6 +1223,7 @@ class Shard {
   std::int64_t largest_lead_ = 0;  ///< bounded staleness: the most clocks a released worker led by
   zmq::socket_t* socket_ = nullptr;
   std::vector<std::vector<zmq::message_t>>* outbox_ = nullptr;  ///< handle_message()'s answers
+  bool heard_worker_ = false;  ///< the message just handled was a worker's request
 };
 
 }  // namespace convoy::comm::zmq_ps
