@@ -1,8 +1,9 @@
 // comm::ZmqPs: a parameter-server cluster over ZeroMQ TCP. Variables live on the ps tasks' shards
 // (place::Sharded decides which shard holds what); workers pull weights and push gradients, and
 // each shard runs the optimizer on its variables under the Sync policy's rules. Every task runs the
-// same program: its role comes from the Cluster (TF_CONFIG, a launcher's variables, or flags).
-// Link convoy::zmq_ps to use it.
+// same program: its role comes from the Cluster, by default Cluster::from_environment() (TF_CONFIG
+// or a launcher's variables); a program that takes the TensorFlow example flags passes
+// Cluster::resolve(argc, argv) as ZmqPs::cluster. Link convoy::zmq_ps to use it.
 #pragma once
 
 #include <chrono>

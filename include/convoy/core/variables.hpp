@@ -1,6 +1,6 @@
 // Variables: a model's named, shaped float tensors. All weights live in one contiguous arena and
-// all gradients in another, so a whole-model reduction, copy or checkpoint is one buffer and flat()
-// costs nothing.
+// all gradients in another, so a whole-model reduction, copy or checkpoint is one buffer and
+// weights() costs nothing.
 #pragma once
 
 #include <algorithm>
