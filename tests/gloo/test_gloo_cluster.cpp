@@ -3,8 +3,10 @@
 // match in-process Mirrored with as many replicas step for step; 2 processes of 2 replica threads
 // match Mirrored with 4; BoundedStaleness<2> averages the weights every 3 steps, as computed by
 // hand; a run checkpointed by 3 workers goes on with 2; a process whose peer never comes, and the
-// processes whose peer is killed, end with an error naming it; and the fabric's allreducer alone
-// sums changing rounds exactly. Every cluster is bounded in time.
+// processes whose peer is killed, end with an error naming it; a process whose replica fails while
+// an allreduce waits for its peer ends as soon as the peer's bytes come; every launcher's variables
+// make every rank a worker; and the fabric's allreducer alone sums changing rounds exactly. Every
+// cluster is bounded in time.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -17,6 +19,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -137,6 +140,53 @@ int allreducer_task(std::filesystem::path const& dir) {
 optim::Optimizer adam() { return optim::Adam{.learning_rate = 0.01f}; }
 optim::Optimizer sgd() { return optim::Sgd{.learning_rate = 0.1f}; }
 
+// The abort scenario's model: at step 5 worker 0 sleeps 1.5 s before computing, and worker 1 fails
+// right after its backward pass, its gradient buckets handed in and the first one's allreduce
+// waiting for worker 0's bytes.
+int abort_rank = -1;
+std::chrono::steady_clock::time_point abort_thrown;
+struct FailingMlp {
+  nn::Mlp mlp = make_model();
+  int steps = 0;
+  Variables& variables() { return mlp.variables(); }
+  template <class Context>
+  float forward_backward(Batch const& batch, Context const& ctx, GradientsReady ready = {}) {
+    ++steps;
+    if (steps == 5 && abort_rank == 0) std::this_thread::sleep_for(1500ms);
+    float const loss = mlp.forward_backward(batch, ctx, ready);
+    if (steps == 5 && abort_rank == 1) {
+      abort_thrown = std::chrono::steady_clock::now();
+      throw std::runtime_error("worker 1's model failed on purpose");
+    }
+    return loss;
+  }
+  float forward_backward(Batch const& batch) { return forward_backward(batch, exec::Host{}); }
+  Metrics evaluate(Batch const& batch) { return mlp.evaluate(batch); }
+};
+
+// Worker 1 writes how long it took from its failure to the end of its trainer: its exchange's
+// allreduce in progress must end when worker 0's bytes come, not at the 30 s timeout.
+int abort_task(std::filesystem::path const& dir) {
+  abort_rank = Cluster::from_environment(RankJobs::all_workers).worker_rank();
+  using S = Strategy<FailingMlp, place::Host, comm::Gloo, sync::Synchronous>;
+  {
+    comm::Gloo policy = gloo_policy();
+    policy.timeout = 30s;
+    Trainer<S> trainer{S{FailingMlp{}, place::Host{}, policy, sync::Synchronous{}}, adam()};
+    try {
+      fit(trainer, 20, adam());
+    } catch (std::exception const& e) {
+      std::cerr << "task failed: " << e.what() << std::endl;
+    }
+  }
+  if (abort_rank == 1) {
+    auto const took = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - abort_thrown);
+    std::ofstream(dir / "abort_ms.txt") << took.count() << "\n";
+  }
+  return 1;
+}
+
 int task(std::string const& scenario, std::filesystem::path const& dir) {
   if (scenario == "allreducer") return allreducer_task(dir);
   if (scenario == "host") return train_task(place::Host{}, sync::Synchronous{}, adam(), dir, steps);
@@ -152,6 +202,7 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
   if (scenario == "ckpt20") {
     return train_task(place::Host{}, sync::Synchronous{}, adam(), dir, 20, dir / "ckpt");
   }
+  if (scenario == "abort") return abort_task(dir);
   if (scenario == "kill") {
     return train_task(place::Host{}, sync::Synchronous{}, adam(), dir, 1000, {}, 1);
   }
@@ -319,6 +370,22 @@ TEST_CASE("a Gloo listen address off loopback is refused unless plaintext is all
   using S = Strategy<nn::Mlp, place::Host, comm::Gloo, sync::Synchronous>;
   CHECK_THROWS_WITH_AS(S(make_model(), {}, comm::Gloo{.cluster = cluster}),
                        doctest::Contains("off loopback"), Error);
+}
+
+TEST_CASE("a process whose replica fails mid-allreduce ends when its peer's bytes come") {
+  // Closing the connections under an allreduce waiting for a peer's bytes left it waiting out the
+  // whole timeout (30 s here); worker 0 is only 1.5 s late.
+  testing::TempDir dir("gloo-abort");
+  auto const tasks = run_cluster("abort", dir.path, 2, false);
+  for (auto const& t : tasks) {
+    CAPTURE(t.index);
+    CHECK_MESSAGE(t.status == 1, testing::log_text(t));
+  }
+  long long took = -1;
+  std::ifstream(dir.path / "abort_ms.txt") >> took;
+  CHECK(took >= 0);
+  CHECK(took < 10000);
+  CHECK(testing::log_text(tasks[1]).find("failed on purpose") != std::string::npos);
 }
 
 TEST_CASE("20 kills of a worker mid-run: every other process ends with an error naming it") {

@@ -158,14 +158,16 @@ class HostFabric {
   /// After an exchange failed: which processes stopped answering, as the liveness board sees
   /// them (empty for a single process).
   std::string explain_timeout() const { return reporter_ ? reporter_->explain() : std::string(); }
-  /// Stops this process's exchange; the other processes' allreduce fails. An allreduce of this
-  /// process already waiting for a peer's data still waits for it, up to the policy's timeout:
-  /// Gloo's closeConnections() does not wake it.
+  /// Stops this process's exchange; the other processes' next allreduce fails. The connections
+  /// close once no allreduce of this process is in progress: Gloo's closeConnections() does not
+  /// wake one already waiting for a peer's bytes, which would then wait out the whole timeout,
+  /// whereas the peer, if alive, sends them and fails at its next allreduce.
   void abort(std::string const& why) {
     failed_ = true;
     stopped_ = true;
-    exchange_->abort(why);
-    if (context_) close_connections();
+    exchange_->abort(why, [this] {
+      if (context_) close_connections();
+    });
   }
 
  private:

@@ -80,13 +80,23 @@ class HostExchange {
 
   Port& port(std::size_t replica) { return ports_.at(replica); }
 
-  /// Ends the exchange: every wait() throws Error with `why` from now on.
-  void abort(std::string const& why) {
-    std::lock_guard lock(mutex_);
-    if (!error_)
-      error_ = std::make_exception_ptr(Error("convoy: the exchange was stopped: " + why));
-    done_.notify_all();
-    work_.notify_all();
+  /// Ends the exchange: every wait() throws Error with `why` from now on. `then` runs once no
+  /// allreduce is in progress: at once, or when the one in progress returns. (Closing the
+  /// connections under an allreduce waiting for a peer's bytes would leave it waiting out the
+  /// whole timeout, while the peer, alive and about to send them, fails at once.)
+  void abort(std::string const& why, std::function<void()> then = {}) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!error_)
+        error_ = std::make_exception_ptr(Error("convoy: the exchange was stopped: " + why));
+      done_.notify_all();
+      work_.notify_all();
+      if (running_) {
+        after_running_ = std::move(then);
+        return;
+      }
+    }
+    if (then) then();
   }
 
   /// Allreduces issued across the processes so far (for the liveness board).
@@ -180,6 +190,11 @@ class HostExchange {
     }
     done_.notify_all();
     work_.notify_all();
+    if (auto then = std::exchange(after_running_, nullptr)) {
+      lock.unlock();
+      then();
+      lock.lock();
+    }
   }
 
   // The communication thread: buckets in the order their last replica started them, which is the
@@ -204,6 +219,7 @@ class HostExchange {
   std::deque<std::size_t> queue_;
   std::exception_ptr error_;
   bool running_ = false;  // a thread is reducing a bucket: the next waits for it
+  std::function<void()> after_running_;  // abort()'s `then`, put off until running_ ends
   std::atomic<std::int64_t> issued_{0};
   std::vector<Port> ports_;
   std::jthread thread_;  // last: joined first
