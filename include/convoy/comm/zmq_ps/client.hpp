@@ -219,6 +219,8 @@ class Client {
     std::vector<char> done(shards(), 0);
     // Per shard: when its connection was lost while this request waited (it was sent again).
     std::vector<std::optional<clock::time_point>> lost_at(shards());
+    // Per shard: lost, its request to be sent again once nothing that came before is left unread.
+    std::vector<char> resend(shards(), 0);
     // Derived from done, never counted beside it: a shard that answers and leaves in one turn is
     // done once (a goodbye counts a shard that left as done, and its answer may be read after).
     auto const pending = [&] { return std::find(done.begin(), done.end(), 0) != done.end(); };
@@ -238,12 +240,11 @@ class Client {
       comm::detail::poll(items.data(), items.size(), std::chrono::milliseconds(100));
       // A lost connection: the request is sent again, to the same process (a link that dropped
       // and came back answers a copy once) or to a restarted one, which check_returned's hello
-      // tells apart. An answer that came before the loss is read below; only a request without
-      // one is sent again (a copy of a restore or save would be done twice).
+      // tells apart; below, once what came before the loss is read, for an answer among it must
+      // not be asked for twice (a copy of a restore or save would be done twice).
       for (auto const s : check_handshakes(done)) {
-        bool const answered = (sockets_[s].get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
-        if (done[s] || answered) continue;
-        send_to(s, header, payload);
+        if (done[s]) continue;
+        resend[s] = 1;
         if (!lost_at[s]) lost_at[s] = clock::now();
       }
       if (!starting) check_returned();
@@ -298,6 +299,14 @@ class Client {
         }
         replies[s] = std::move(r);
         done[s] = 1;
+      }
+      // One message a turn is read: a stale one (a probe's answer, a late answer to an earlier
+      // request) may stand before this request's answer. Sent again only when none is left.
+      for (std::size_t s = 0; s < shards(); ++s) {
+        if (!resend[s] || done[s]) continue;
+        if ((sockets_[s].get(zmq::sockopt::events) & ZMQ_POLLIN) != 0) continue;
+        send_to(s, header, payload);
+        resend[s] = 0;
       }
       auto const waited = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
       bool const shard_down = std::any_of(down_since_.begin(), down_since_.end(),

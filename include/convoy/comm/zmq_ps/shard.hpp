@@ -222,7 +222,13 @@ class Shard {
         zap->handle_one();  // a refused worker is logged there; the others are served on
         refused_ = zap->refused();
       }
-      if (items[1].revents & ZMQ_POLLIN) connection_event(peers);
+      // Every event first, then one message: a descriptor is reused as soon as it closes, so an
+      // old connection's end must be seen before a message of the new one on the same descriptor
+      // (the monitor reports them in the order they happened).
+      if (items[1].revents & ZMQ_POLLIN) {
+        for (int n = 0; n < 10000 && connection_event(peers); ++n) {
+        }
+      }
       if (items[0].revents & ZMQ_POLLIN) {
         frames.clear();
         bool more = true, too_many = false;
@@ -395,14 +401,20 @@ class Shard {
     return cap;
   }
 
+  // Handles one event of the connection monitor, if one is there; returns whether one was.
+  bool connection_event(zmq::socket_t& peers) {
+    std::vector<zmq::message_t> event;
+    if (!zmq::recv_multipart(peers, std::back_inserter(event), zmq::recv_flags::dontwait)) {
+      return false;
+    }
+    if (event.empty() || event[0].size() < 6) return true;
+    handle_event(event);
+    return true;
+  }
+
   // What the monitor says of a connection: accepted (counted; closed at once beyond the cap), or
   // closed (a worker that has not said goodbye went away or, with heartbeats, fell silent).
-  void connection_event(zmq::socket_t& peers) {
-    std::vector<zmq::message_t> event;
-    if (!zmq::recv_multipart(peers, std::back_inserter(event), zmq::recv_flags::dontwait) ||
-        event.empty() || event[0].size() < 6) {
-      return;
-    }
+  void handle_event(std::vector<zmq::message_t> const& event) {
     std::uint16_t kind = 0;
     std::int32_t fd = 0;
     std::memcpy(&kind, event[0].data(), 2);
