@@ -247,7 +247,7 @@ bool run(std::string const& scenario, std::filesystem::path const& dir, int ps, 
     if (t.status != 0) {
       std::cerr << "bench_ps: " << t.job << ":" << t.index << " of " << scenario
                 << " ended with status " << t.status << "; its log:\n"
-                << testing::log_text(t) << "\n";
+                << testing::read_file(t.log) << "\n";
       ok = false;
     }
   }

@@ -34,48 +34,46 @@ Trainer make_trainer() {
   return Trainer{Strat{SoftmaxRegression{2, 3}}, convoy::optim::Sgd{.learning_rate = 0.5f}};
 }
 
-int main(int argc, char** argv) {
-  // Every convoy error is a convoy::Error with one line that says what is wrong: print it.
-  try {
-    namespace fs = std::filesystem;
-    fs::path const dir =
-        argc > 1 ? fs::path(argv[1]) : fs::temp_directory_path() / "convoy_own_model";
-    fs::remove_all(dir);
-    auto const train = blobs("blobs/train", 2400, 1), test = blobs("blobs/test", 600, 2);
+// Every convoy error is a convoy::Error with one line that says what is wrong: print it.
+int main(int argc, char** argv) try {
+  namespace fs = std::filesystem;
+  fs::path const dir =
+      argc > 1 ? fs::path(argv[1]) : fs::temp_directory_path() / "convoy_own_model";
+  fs::remove_all(dir);
+  auto const train = blobs("blobs/train", 2400, 1), test = blobs("blobs/test", 600, 2);
 
-    // example-begin train
-    // The global batch is split over the replicas (one per core by default): keep it a multiple.
-    auto first = make_trainer();
-    convoy::FitOptions options{.steps = 150,
-                               .batch_size = 20 * first.strategy().replicas(),
-                               .log_every = 50,
-                               .checkpoint_dir = dir / "checkpoints"};
-    first.fit(train, options);  // writes a checkpoint at step 150 and stops
+  // example-begin train
+  // The global batch is split over the replicas (one per core by default): keep it a multiple.
+  auto first = make_trainer();
+  convoy::FitOptions options{.steps = 150,
+                             .batch_size = 20 * first.strategy().replicas(),
+                             .log_every = 50,
+                             .checkpoint_dir = dir / "checkpoints"};
+  first.fit(train, options);  // writes a checkpoint at step 150 and stops
 
-    // (4) A new run, as after a crash: the same checkpoint_dir resumes where the first one stopped.
-    auto trainer = make_trainer();
-    std::int64_t resumed_at = -1;
-    options.steps = 300;
-    options.callbacks = {[&](convoy::StepReport const& s) {
-      if (resumed_at < 0) resumed_at = s.global_step - 1;
-      return true;
-    }};
-    trainer.fit(train, options);
-    // example-end train
+  // (4) A new run, as after a crash: the same checkpoint_dir resumes where the first one stopped.
+  auto trainer = make_trainer();
+  std::int64_t resumed_at = -1;
+  options.steps = 300;
+  options.callbacks = {[&](convoy::StepReport const& s) {
+    if (resumed_at < 0) resumed_at = s.global_step - 1;
+    return true;
+  }};
+  trainer.fit(train, options);
+  // example-end train
 
-    // example-begin weights
-    // (5) Weights by name: saved, then loaded into a fresh model of the same names.
-    trainer.save_weights(dir / "weights.json");
-    auto reloaded = make_trainer();
-    reloaded.load_weights(dir / "weights.json");
-    // example-end weights
-    double const accuracy = trainer.evaluate(test).accuracy();
-    bool const agree = reloaded.evaluate(test).accuracy() == accuracy;
-    std::cout << "resumed at step " << resumed_at << ", test accuracy " << accuracy
-              << ": trained and reloaded by name " << (agree ? "agree" : "DISAGREE") << "\n";
-    return agree && resumed_at == 150 ? 0 : 1;
-  } catch (convoy::Error const& e) {
-    std::cerr << e.what() << "\n";
-    return 1;
-  }
+  // example-begin weights
+  // (5) Weights by name: saved, then loaded into a fresh model of the same names.
+  trainer.save_weights(dir / "weights.json");
+  auto reloaded = make_trainer();
+  reloaded.load_weights(dir / "weights.json");
+  // example-end weights
+  double const accuracy = trainer.evaluate(test).accuracy();
+  bool const agree = reloaded.evaluate(test).accuracy() == accuracy;
+  std::cout << "resumed at step " << resumed_at << ", test accuracy " << accuracy
+            << ": trained and reloaded by name " << (agree ? "agree" : "DISAGREE") << "\n";
+  return agree && resumed_at == 150 ? 0 : 1;
+} catch (convoy::Error const& e) {
+  std::cerr << e.what() << "\n";
+  return 1;
 }

@@ -379,13 +379,13 @@ TEST_CASE("a process whose replica fails mid-allreduce ends when its peer's byte
   auto const tasks = run_cluster("abort", dir.path, 2, false);
   for (auto const& t : tasks) {
     CAPTURE(t.index);
-    CHECK_MESSAGE(t.status == 1, testing::log_text(t));
+    CHECK_MESSAGE(t.status == 1, testing::read_file(t.log));
   }
   long long took = -1;
   std::ifstream(dir.path / "abort_ms.txt") >> took;
   CHECK(took >= 0);
   CHECK(took < 10000);
-  CHECK(testing::log_text(tasks[1]).find("failed on purpose") != std::string::npos);
+  CHECK(testing::read_file(tasks[1].log).find("failed on purpose") != std::string::npos);
 }
 
 TEST_CASE("20 kills of a worker mid-run: every other process ends with an error naming it") {

@@ -1,12 +1,12 @@
-// Small helpers shared by the unit tests: an exception's message, and whole files as bytes.
+// Small helpers shared by the unit tests: an exception's message, and whole files as bytes
+// (files.hpp).
 #pragma once
 
 #include <doctest/doctest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
+
+#include "files.hpp"
 
 namespace convoy::testing {
 
@@ -20,16 +20,6 @@ std::string message_of(F&& f) {
   }
   FAIL("expected an exception");
   return {};
-}
-
-inline std::string read_file(std::filesystem::path const& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-inline void write_file(std::filesystem::path const& path, std::string const& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc)
-      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace convoy::testing

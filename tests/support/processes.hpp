@@ -16,9 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <optional>
 #include <random>
 #include <set>
@@ -27,6 +25,8 @@
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include "files.hpp"
 
 extern char** environ;
 
@@ -50,14 +50,6 @@ inline int bind_loopback(int port) {
   return bound;
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago, below the kernel's ephemeral range
-/// (net.ipv4.ip_local_port_range): a port the kernel hands out for a bind to port 0 (Gloo's and
-/// ZeroMQ's own listeners, every outgoing connection) could be taken by any process between this
-/// answer and the task's bind, as a test_gloo_kill trial once saw ("Address already in use").
-/// Below the range only another test drawing the same random port can. A port is never handed out
-/// twice by one process (ports_handed_out()).
-inline int free_port();
-
 /// The ports free_port() and free_port_block() gave this process: nothing binds one between two
 /// calls, so a second draw of it would find it free (one test_gloo_kill trial got one port for two
 /// workers of a TF_CONFIG).
@@ -66,6 +58,12 @@ inline std::set<int>& ports_handed_out() {
   return given;
 }
 
+/// A TCP port on 127.0.0.1 that was free a moment ago, below the kernel's ephemeral range
+/// (net.ipv4.ip_local_port_range): a port the kernel hands out for a bind to port 0 (Gloo's and
+/// ZeroMQ's own listeners, every outgoing connection) could be taken by any process between this
+/// answer and the task's bind, as a test_gloo_kill trial once saw ("Address already in use").
+/// Below the range only another test drawing the same random port can. A port is never handed out
+/// twice by one process (ports_handed_out()).
 inline int free_port() {
   int low = 32768;
   if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
@@ -146,15 +144,8 @@ struct Task {
   int index = 0;
   pid_t pid = -1;
   int status = -1;  ///< exit status, 128 + signal, or -1 when killed at the deadline
-  std::filesystem::path log;  ///< its stdout and stderr
+  std::filesystem::path log;  ///< its stdout and stderr (read_file(), files.hpp)
 };
-
-/// What task `t` wrote to its stdout and stderr. (Streaming an empty file's rdbuf() into std::cout
-/// instead sets failbit there, and the test's own report after it is lost.)
-inline std::string log_text(Task const& t) {
-  std::ifstream in(t.log, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
 
 /// The TF_CONFIG "cluster" of `ps` ps tasks and `workers` workers on free loopback ports (no
 /// "ps" job at all without ps tasks: TF_CONFIG refuses an empty one).

@@ -15,7 +15,7 @@ inline void check_tasks_succeeded(std::vector<Task> const& tasks) {
   for (auto const& t : tasks) {
     if (t.status != 0) {
       std::cout << "---- " << t.job << ":" << t.index << " (status " << t.status << ")\n"
-                << log_text(t) << "\n";
+                << read_file(t.log) << "\n";
     }
     CHECK_MESSAGE(t.status == 0, t.job << ":" << t.index << " ended with status " << t.status);
   }
