@@ -34,9 +34,7 @@ std::ostream& operator<<(std::ostream& out, Weights const& weights) {
   return out << "}";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   int iterations = 201, replicas = 2;
   examples::parse_options(argc, argv, iterations, replicas);
 
@@ -87,4 +85,11 @@ int main(int argc, char** argv) {
                          std::abs(weights.at("linear/b").data[0] - 0.3f) < 0.01f;
   std::cout << (converged ? "converged to w = 0.1, b = 0.3\n" : "did not converge\n");
   return converged ? 0 : 1;
+}
+
+}  // namespace
+
+// A bad option is one line and status 2; any convoy::Error one line and status 1.
+int main(int argc, char** argv) {
+  return examples::run_main("weight_averaging", [&] { return run(argc, argv); });
 }

@@ -19,7 +19,9 @@
 
 #include "../common/linear_model.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   int iterations = 201, replicas = 2;
   examples::parse_options(argc, argv, iterations, replicas);
 
@@ -76,4 +78,11 @@ int main(int argc, char** argv) {
                          std::abs(final_weights.at("linear/b").data[0] - 0.3f) < 0.01f;
   std::cout << (converged ? "converged to w = 0.1, b = 0.3\n" : "did not converge\n");
   return converged ? 0 : 1;
+}
+
+}  // namespace
+
+// A bad option is one line and status 2; any convoy::Error one line and status 1.
+int main(int argc, char** argv) {
+  return examples::run_main("gradient_averaging", [&] { return run(argc, argv); });
 }

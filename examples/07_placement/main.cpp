@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <iostream>
 #include <random>
+
+#include "../common/options.hpp"
 #if defined(CONVOY_WITH_CUDA)
 #include <convoy/exec/cuda.hpp>
 #endif
@@ -86,9 +88,7 @@ void by_hand_on_the_device(convoy::io::Dataset const& data) {
 }
 #endif
 
-}  // namespace
-
-int main() {
+int run() {
   auto const data = blobs(1500);
 
   // (1) Everything on the host, and the log says so.
@@ -108,4 +108,12 @@ int main() {
   by_hand_on_the_device(data);
 #endif
   std::cout << "placement: done\n";
+  return 0;
+}
+
+}  // namespace
+
+// Any error but the strict placement's expected one is one line and status 1.
+int main() {
+  return examples::run_main("placement", [] { return run(); });
 }

@@ -16,13 +16,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+
+#include "../common/options.hpp"
 #if defined(CONVOY_WITH_CUDA) && defined(CONVOY_WITH_NCCL)
 #include <convoy/comm/nccl.hpp>
 #include <convoy/exec/cuda.hpp>
 #endif
 
-#if defined(CONVOY_WITH_CUDA) && defined(CONVOY_WITH_NCCL)
 namespace {
+
+#if defined(CONVOY_WITH_CUDA) && defined(CONVOY_WITH_NCCL)
 
 struct Run {
   double samples_per_second = 0.0;
@@ -54,10 +57,9 @@ Run train(Placement placement, convoy::io::Dataset const& train_set,
   return {result.samples_per_second, trainer.evaluate(test_set).accuracy()};
 }
 
-}  // namespace
 #endif
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
 #if defined(CONVOY_WITH_CUDA) && defined(CONVOY_WITH_NCCL)
   int const gpus = convoy::exec::cuda::device_count();
   if (gpus == 0) {
@@ -96,4 +98,12 @@ int main(int argc, char** argv) {
                "convoy::nccl); nothing to mirror (skipped)\n";
   return 77;
 #endif
+}
+
+}  // namespace
+
+// A convoy::Error (no device where strict placement wants one, a missing dataset) is one line and
+// status 1.
+int main(int argc, char** argv) {
+  return examples::run_main("mirrored_gpus", [&] { return run(argc, argv); });
 }

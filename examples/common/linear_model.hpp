@@ -9,6 +9,9 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <string_view>
+
+#include "options.hpp"
 
 namespace examples {
 
@@ -59,13 +62,20 @@ inline convoy::io::Dataset fake_xy_data(std::size_t rows, std::uint64_t seed) {
   return data;
 }
 
-/// Reads "--iterations N" and "--replicas N" (the only options of examples 00 and 01).
+/// Reads "--iterations N" and "--replicas N" (the only options of examples 00 and 01); anything
+/// else, or a value that is not a whole number in range, is a UsageError naming it.
 inline void parse_options(int argc, char** argv, int& iterations, int& replicas) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string const arg = argv[i];
-    if (arg == "--iterations") iterations = std::stoi(argv[i + 1]);
-    if (arg == "--replicas") replicas = std::stoi(argv[i + 1]);
-  }
+  parse_flags(argc, argv, "options: [--iterations N (1-1000000)] [--replicas N (1-64)]\n",
+              [&](std::string_view flag, std::string_view value) {
+                if (flag == "--iterations") {
+                  iterations = parse_integer(flag, value, 1, 1'000'000, "expected 1 to 1000000");
+                } else if (flag == "--replicas") {
+                  replicas = parse_integer(flag, value, 1, 64, "expected 1 to 64");
+                } else {
+                  return false;
+                }
+                return true;
+              });
 }
 
 }  // namespace examples
