@@ -282,6 +282,16 @@ class LaunchTest(unittest.TestCase):
         time.sleep(0.2)
         self.assertEqual(list(self.reports.iterdir()), [], "a refused launch started a task")
 
+    def test_workers_alone_by_default(self):
+        # A collective (comm::Gloo) runs under "--workers N" as it stands: no ps task unless asked.
+        status, out, err, _ = self.launch(["--print-config", "--workers", "2"],
+                                          self.program('report("started")'))
+        self.assertEqual(status, 0, err)
+        lines = out.splitlines()
+        self.assertEqual([l.split(" ", 1)[0] for l in lines], ["worker:0", "worker:1"])
+        for line in lines:
+            self.assertNotIn("ps", json.loads(line.split("TF_CONFIG=", 1)[1])["cluster"])
+
     def test_help(self):
         done = subprocess.run([sys.executable, LAUNCHER, "--help"], capture_output=True,
                               text=True, timeout=LIMIT)

@@ -84,8 +84,8 @@ class Engine {
       if (cluster_.ps_count() == 0) {
         throw ClusterError("convoy: comm::ZmqPs needs a cluster with ps tasks; this task's is " +
                            cluster_.describe() +
-                           "; start it under tools/convoy-launch, set TF_CONFIG, or pass a "
-                           "Cluster");
+                           "; start it under tools/convoy-launch --ps 1 (or more), name ps "
+                           "tasks in TF_CONFIG or CONVOY_PS_TASKS, or pass a Cluster");
       }
       if (!cluster_.is_ps() && cluster_.worker_rank() < 0) {
         throw ClusterError("convoy: comm::ZmqPs runs ps and worker (or chief) tasks; this task "
