@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -109,16 +110,8 @@ int train_task(Placement placement, Sync sync, optim::Optimizer optimizer,
   return 0;
 }
 
-// The fabric's allreducer alone, 2 processes: rounds of a buffer whose contents change every
-// round, at three sizes and on two arrays (the registration is rebuilt when the memory changes),
-// with one process or the other 2 ms late in turn, so that a round's data has arrived before its
-// receiver starts that round. Small integers: every sum is exact.
-int allreducer_task(std::filesystem::path const& dir) {
-  auto const cluster = Cluster::from_environment(RankJobs::all_workers);
-  int const rank = cluster.worker_rank();
-  auto context = comm::gloo_fabric::connect_mesh(
-      cluster, {.host = "127.0.0.1", .interface = {}}, 20s, comm::bootstrap::Options{});
-  comm::gloo_fabric::Allreducer reducer(context, comm::Gloo::Algorithm::automatic, 10s);
+// Rounds of the allreducer test below; returns the number of wrong sums.
+std::size_t allreducer_rounds(comm::gloo_fabric::Allreducer& reducer, int rank) {
   std::vector<float> first(100'000), second(100'000);
   std::size_t wrong = 0;
   for (int round = 0; round < 300; ++round) {
@@ -133,9 +126,35 @@ int allreducer_task(std::filesystem::path const& dir) {
     reducer.reduce(static_cast<std::size_t>(round % 3), values);
     for (std::size_t i = 0; i < size; ++i) wrong += values[i] != value(0, i) + value(1, i);
   }
+  return wrong;
+}
+
+// The fabric's allreducer alone, 2 processes: rounds of a buffer whose contents change every
+// round, at three sizes and on two arrays (the registration is rebuilt when the memory changes),
+// with one process or the other 2 ms late in turn, so that a round's data has arrived before its
+// receiver starts that round. Small integers: every sum is exact. Three times: as the processes
+// choose (in turns: they share this machine's kernel, which "turns<rank>.txt" says), then each way
+// of sending forced, as across machines and on one.
+int allreducer_task(std::filesystem::path const& dir) {
+  auto const cluster = Cluster::from_environment(RankJobs::all_workers);
+  int const rank = cluster.worker_rank();
+  auto context = comm::gloo_fabric::connect_mesh(
+      cluster, {.host = "127.0.0.1", .interface = {}}, 20s, comm::bootstrap::Options{});
+  using Sending = comm::gloo_fabric::PairExchange::Sending;
+  std::size_t wrong = 0;
+  for (auto const sending : {std::optional<Sending>{}, std::optional{Sending::at_once},
+                             std::optional{Sending::in_turns}}) {
+    comm::gloo_fabric::Allreducer reducer(context, comm::Gloo::Algorithm::automatic, 10s, sending);
+    if (!sending) {
+      std::ofstream(dir / ("turns" + std::to_string(rank) + ".txt"))
+          << (reducer.sending() == Sending::in_turns) << "\n";
+    }
+    wrong += allreducer_rounds(reducer, rank);
+  }
   std::ofstream(dir / ("worker" + std::to_string(rank) + ".txt")) << wrong << "\n";
   return 0;
 }
+
 
 optim::Optimizer adam() { return optim::Adam{.learning_rate = 0.01f}; }
 optim::Optimizer sgd() { return optim::Sgd{.learning_rate = 0.1f}; }
@@ -262,6 +281,9 @@ TEST_CASE("the fabric's allreducer sums 300 changing rounds of 2 processes exact
     std::size_t wrong = 1;
     std::ifstream(dir / ("worker" + std::to_string(w) + ".txt")) >> wrong;
     CHECK_MESSAGE(wrong == 0, "worker " << w << ": " << wrong << " wrong sums");
+    int turns = 0;
+    std::ifstream(dir / ("turns" + std::to_string(w) + ".txt")) >> turns;
+    CHECK_MESSAGE(turns == 1, "worker " << w << " did not take its peer on this machine for one");
   }
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -27,7 +28,7 @@
 namespace convoy::comm::gloo_fabric {
 
 /// Up to this size GlooAlgorithm::automatic keeps registered buffers: 2 processes exchange
-/// whole buckets in one round (PairExchange), more run halving-doubling. Above it,
+/// whole buckets in one round (PairExchange; in turns on one machine), more run halving-doubling. Above it,
 /// gloo::allreduce's ring. 2-vCPU machine, 2 processes: 64 KiB 2.5-2.8x and the MLP's 1.6 MB
 /// bucket 1.1-1.2x in training faster registered; 4-64 MiB 1.2-1.5x faster through
 /// gloo::allreduce (benchmarks/bench_gloo, 2026-11-26).
@@ -37,9 +38,22 @@ inline constexpr std::size_t registered_bytes = std::size_t{2} << 20;
 /// process must reduce the same buckets with the same sizes in the same order.
 class Allreducer {
  public:
+  /// Collective where 2 processes exchange whole buckets and `sending` is not given: they then
+  /// ask each other whether they share a kernel (peers_share_kernel), so every process builds its
+  /// Allreducer at the same point. Throws ::gloo::Exception if that fails.
   Allreducer(std::shared_ptr<::gloo::Context> context, GlooAlgorithm algorithm,
-             std::chrono::milliseconds timeout)
-      : context_(std::move(context)), algorithm_(algorithm), timeout_(timeout) {}
+             std::chrono::milliseconds timeout,
+             std::optional<PairExchange::Sending> sending = std::nullopt)
+      : context_(std::move(context)), algorithm_(algorithm), timeout_(timeout) {
+    if (sending) {
+      sending_ = *sending;
+    } else if (whole_exchange() && peers_share_kernel(*context_)) {
+      sending_ = PairExchange::Sending::in_turns;
+    }
+  }
+
+  /// How 2 processes' whole-bucket exchanges send (at_once where no whole exchange runs).
+  PairExchange::Sending sending() const { return sending_; }
 
   /// Sums `values` (bucket `bucket`'s) over the processes, in place. Blocks up to the timeout for
   /// each piece; throws ::gloo::Exception (a timeout's message says "timeout" or "Timed out").
@@ -62,8 +76,10 @@ class Allreducer {
       return algorithm_ == GlooAlgorithm::bcube ? "gloo::allreduce, bcube"
                                                 : "gloo::allreduce, ring";
     }
-    return whole_exchange() ? "whole-bucket exchange, registered buffers"
-                            : "halving-doubling, registered buffers";
+    if (!whole_exchange()) return "halving-doubling, registered buffers";
+    return sending_ == PairExchange::Sending::in_turns
+               ? "whole-bucket exchange in turns (the processes share a kernel), registered buffers"
+               : "whole-bucket exchange, registered buffers";
   }
 
  private:
@@ -88,7 +104,7 @@ class Allreducer {
     if (!k.algorithm || k.data != values.data() || k.size != values.size()) {
       k.algorithm.reset();
       if (whole_exchange()) {
-        k.algorithm = std::make_unique<PairExchange>(context_, values);
+        k.algorithm = std::make_unique<PairExchange>(context_, values, sending_);
       } else {
         std::vector<float*> const buffers{values.data()};
         int const count = static_cast<int>(values.size());
@@ -123,6 +139,7 @@ class Allreducer {
   GlooAlgorithm algorithm_;
   std::chrono::milliseconds timeout_;
   std::uint32_t tag_ = 0;
+  PairExchange::Sending sending_ = PairExchange::Sending::at_once;
   std::map<std::pair<std::size_t, std::size_t>, Kept> kept_;  // (bucket, piece)
 };
 

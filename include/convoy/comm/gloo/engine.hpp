@@ -111,7 +111,12 @@ class HostFabric {
       detail::SigpipeBlocked const no_sigpipe;
       context_ = connect_mesh(cluster_, listen, policy.timeout,
                               bootstrap::Options{.timeout = policy.bootstrap_timeout});
-      allreducer_ = std::make_unique<Allreducer>(context_, policy.algorithm, policy.timeout);
+      try {
+        allreducer_ = std::make_unique<Allreducer>(context_, policy.algorithm, policy.timeout);
+      } catch (::gloo::Exception const& e) {  // a peer lost as the processes first talk
+        throw Error("convoy: " + task() + " lost its Gloo connections as they opened: " +
+                    e.what());
+      }
       allreduce = [this](std::size_t bucket, std::span<float> values) { reduce(bucket, values); };
       // The liveness board takes the coordinator's address, which the rendezvous has given up.
       auto const& coordinator = cluster_.worker_address(0);
