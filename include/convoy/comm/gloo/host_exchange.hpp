@@ -189,7 +189,10 @@ class HostExchange {
       ++buckets_[bucket].done;
     }
     done_.notify_all();
-    work_.notify_all();
+    // The communication thread only if it has something to do: woken for nothing after every
+    // bucket, it took a core from the thread that reduced it (64 KiB: 0.88-0.94 of the
+    // allreducer alone, 0.99-1.0 without).
+    if (!queue_.empty() || error_) work_.notify_all();
     if (auto then = std::exchange(after_running_, nullptr)) {
       lock.unlock();
       then();
