@@ -112,11 +112,12 @@ int train_task(Placement placement, Sync sync, optim::Optimizer optimizer,
 
 // Rounds of the allreducer test below; returns the number of wrong sums.
 std::size_t allreducer_rounds(comm::gloo_fabric::Allreducer& reducer, int rank) {
-  std::vector<float> first(100'000), second(100'000);
+  std::vector<float> first(700'000), second(700'000);
   std::size_t wrong = 0;
   for (int round = 0; round < 300; ++round) {
     auto& array = round < 150 ? first : second;
-    std::size_t const size = std::array<std::size_t, 3>{1, 1000, 100'000}[round % 3];
+    // 2.8 MB: past the 2 MiB of registered buffers, except for 2 processes sending in turns.
+    std::size_t const size = std::array<std::size_t, 3>{1, 1000, 700'000}[round % 3];
     std::span<float> values(array.data(), size);
     auto const value = [&](int r, std::size_t i) {
       return static_cast<float>((round * 7 + static_cast<int>(i % 13)) * (r + 1));
