@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "files.hpp"
 #include "options.hpp"
 #include "processes.hpp"
 #include "report.hpp"
@@ -181,23 +182,22 @@ int allreduce_task(TaskOptions const& o, std::filesystem::path const& dir) {
         }
       }
     };
-    double best[4] = {1e30, 1e30, 1e30, 1e30};
+    double best_per_call = 1e30, best_tcp = 1e30;
     for (int r = 0; r < o.repeats + 1; ++r) {  // the first round warms up
-      double times[4] = {0.0, 0.0, 0.0, 0.0};
       fabric_and_alone(r > 0);
-      times[2] = timed([&] { per_call.reduce(0, values); });
-      times[3] = timed([&] { pair.exchange(send, recv); });
+      double const per_call_s = timed([&] { per_call.reduce(0, values); });
+      double const tcp_s = timed([&] { pair.exchange(send, recv); });
       if (r == 0) continue;
-      for (int k = 2; k < 4; ++k) best[k] = std::min(best[k], times[k]);
+      best_per_call = std::min(best_per_call, per_call_s);
+      best_tcp = std::min(best_tcp, tcp_s);
     }
-    best[0] = median(fabric_calls);
-    best[1] = median(alone_calls);
     // fabric / Gloo: the median of each pair's ratio, the two calls of a pair a moment apart.
     std::vector<double> pairs;
     for (std::size_t i = 0; i < fabric_calls.size(); ++i)
       pairs.push_back(alone_calls[i] / fabric_calls[i]);
-    out << static_cast<double>(kib) / 1024 << " " << best[0] << " " << best[1] << " " << best[2]
-        << " " << best[3] << " " << median(pairs) << "\n";
+    out << static_cast<double>(kib) / 1024 << " " << median(fabric_calls) << " "
+        << median(alone_calls) << " " << best_per_call << " " << best_tcp << " " << median(pairs)
+        << "\n";
   }
   return 0;
 }
@@ -246,10 +246,8 @@ void run(std::string const& scenario, std::filesystem::path const& dir) {
   auto const tasks = testing::run_cluster(program, scenario, dir, 0, 2, {}, 600s);
   for (auto const& t : tasks) {
     if (t.status != 0) {
-      std::ifstream in(t.log);
-      std::string log((std::istreambuf_iterator<char>(in)), {});
       throw Error("bench_gloo: " + t.job + ":" + std::to_string(t.index) + " ended with status " +
-                  std::to_string(t.status) + ": " + log);
+                  std::to_string(t.status) + ": " + testing::read_file(t.log));
     }
   }
 }

@@ -156,7 +156,6 @@ int allreducer_task(std::filesystem::path const& dir) {
   return 0;
 }
 
-
 optim::Optimizer adam() { return optim::Adam{.learning_rate = 0.01f}; }
 optim::Optimizer sgd() { return optim::Sgd{.learning_rate = 0.1f}; }
 

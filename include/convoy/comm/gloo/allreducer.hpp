@@ -29,8 +29,7 @@ namespace convoy::comm::gloo_fabric {
 
 /// Up to this size GlooAlgorithm::automatic keeps registered buffers: 2 processes exchange
 /// whole buckets in one round (PairExchange; in turns on one machine, there at every size), more
-/// run halving-doubling. Above it,
-/// gloo::allreduce's ring. 2-vCPU machine, 2 processes: 64 KiB 2.5-2.8x and the MLP's 1.6 MB
+/// run halving-doubling. Above it, gloo::allreduce's ring. 2-vCPU machine, 2 processes: 64 KiB 2.5-2.8x and the MLP's 1.6 MB
 /// bucket 1.1-1.2x in training faster registered; 4-64 MiB 1.2-1.5x faster through
 /// gloo::allreduce (benchmarks/bench_gloo, 2026-11-26).
 inline constexpr std::size_t registered_bytes = std::size_t{2} << 20;
@@ -91,8 +90,9 @@ class Allreducer {
   }
 
   // 2 processes on one kernel exchange whole buckets in turns at every size: gloo::allreduce's
-  // ring, both directions at once, trained the 784-2000-10 MLP (buckets of 4 MiB) at 1.3-1.4
-  // thousand samples/s there, against 20.6-20.9 thousand in turns (docs/gloo.md).
+  // ring, both directions at once, trained the 784-2000-10 MLP (buckets of 4 MiB) at 1.3-1.44
+  // thousand samples/s there, against 20.6-21.8 thousand in turns, in four runs of each; two
+  // processes alone trained 15.5-15.7 thousand each (docs/gloo.md).
   bool registers(std::size_t bytes) const {
     return algorithm_ == GlooAlgorithm::halving_doubling ||
            (algorithm_ == GlooAlgorithm::automatic &&

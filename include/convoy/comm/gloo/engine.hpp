@@ -115,7 +115,7 @@ class HostFabric {
         allreducer_ = std::make_unique<Allreducer>(context_, policy.algorithm, policy.timeout);
       } catch (::gloo::Exception const& e) {  // a peer lost as the processes first talk
         throw Error("convoy: " + task() + " lost its Gloo connections as they opened: " +
-                    e.what());
+                    without_source(e));
       }
       allreduce = [this](std::size_t bucket, std::span<float> values) { reduce(bucket, values); };
       // The liveness board takes the coordinator's address, which the rendezvous has given up.
@@ -186,10 +186,7 @@ class HostFabric {
       allreducer_->reduce(bucket, values);
     } catch (::gloo::Exception const& e) {
       failed_ = true;
-      std::string what = e.what();
-      if (what.starts_with("[") && what.find("] ") != std::string::npos) {
-        what.erase(0, what.find("] ") + 2);  // Gloo's source file and line: nothing to the user
-      }
+      auto const what = without_source(e);
       // This process stopped it (abort()), whose error is the one the exchange reports: at once.
       if (stopped_) throw Error("convoy: " + task() + " stopped its Gloo allreduce (" + what + ")");
       std::string message = "convoy: process " + std::to_string(process_) + " (" + task() +
@@ -209,6 +206,15 @@ class HostFabric {
   }
 
   std::string task() const { return cluster_.worker_task(process_); }
+
+  // Gloo's message without its leading "[source file:line] ": nothing to the user.
+  static std::string without_source(::gloo::Exception const& e) {
+    std::string what = e.what();
+    if (what.starts_with("[") && what.find("] ") != std::string::npos) {
+      what.erase(0, what.find("] ") + 2);
+    }
+    return what;
+  }
 
   void close_connections() {
     try {

@@ -45,7 +45,9 @@ class PairExchange final : public ::gloo::Algorithm {
 
   PairExchange(std::shared_ptr<::gloo::Context> const& context, std::span<float> values,
                Sending sending)
-      : ::gloo::Algorithm(context), values_(values), turns_(sending == Sending::in_turns) {
+      : ::gloo::Algorithm(context),
+        values_(values),
+        receives_first_(sending == Sending::in_turns && contextRank_ == 1) {
     if (contextSize_ != 2) {
       throw std::invalid_argument("convoy: PairExchange needs 2 processes, the context has " +
                                   std::to_string(contextSize_));
@@ -62,17 +64,16 @@ class PairExchange final : public ::gloo::Algorithm {
   void run() override {
     if (values_.empty()) return;
     auto const k = round_++ % 2;
-    bool const second = turns_ && contextRank_ == 1;
-    if (second) recv_[k]->waitRecv();
+    if (receives_first_) recv_[k]->waitRecv();
     send_[k]->send();
-    if (!second) recv_[k]->waitRecv();
+    if (!receives_first_) recv_[k]->waitRecv();
     send_[k]->waitSend();  // values_ is the send's source until here
     ::gloo::sum<float>(values_.data(), inbox_[k].data(), values_.size());
   }
 
  private:
   std::span<float> values_;
-  bool turns_;
+  bool receives_first_;  // rank 1 in turns: it sends once rank 0's buffer is in
   std::array<std::vector<float>, 2> inbox_;
   std::array<std::unique_ptr<::gloo::transport::Buffer>, 2> send_, recv_;
   std::size_t round_ = 0;
