@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <convoy/core/batch.hpp>
 #include <convoy/core/variables.hpp>
 #include <convoy/io/dataset.hpp>
@@ -19,12 +20,15 @@ inline io::Dataset cluster_data() { return synthetic_classes(480, 12, 3); }
 inline nn::Mlp cluster_mlp() { return nn::Mlp({12, 16, 3}); }
 inline optim::Optimizer cluster_optimizer() { return optim::Adam{0.01f}; }
 
-/// cluster_mlp(), sleeping `sleep_ms` before each step.
+/// cluster_mlp(), sleeping `sleep_ms` before each step; `on_batch`, where set, is called for every
+/// batch computed, also one whose gradients arrive late and are dropped (no update reports it).
 struct SlowMlp {
   nn::Mlp mlp = cluster_mlp();
   int sleep_ms = 0;
+  std::function<void()> on_batch = {};
   Variables& variables() { return mlp.variables(); }
   float forward_backward(Batch const& batch) {
+    if (on_batch) on_batch();
     if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
     return mlp.forward_backward(batch);
   }
