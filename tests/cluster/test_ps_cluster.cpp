@@ -206,6 +206,17 @@ TEST_CASE("synchronous PS with 2 workers on 1 and 2 shards matches Mirrored step
     CHECK(ps0.global_step == steps);
     CHECK(ps0.applied == 2 * steps);
     CHECK(ps0.dropped == 0);
+    // A shard keeps to one CPU, its own in turn, where the tasks here outnumber the CPUs.
+    auto const cpus = comm::zmq_ps::allowed_cpus();
+    bool const crowded = static_cast<std::size_t>(shards + 2) > cpus.size();
+    for (int s = 0; s < shards; ++s) {
+      auto const log = read_text(dir / ("ps" + std::to_string(s) + ".log"));
+      auto const cpu = "; on CPU " + std::to_string(cpus[static_cast<std::size_t>(s) % cpus.size()]) +
+                       " (" + std::to_string(shards + 2) + " tasks of the cluster on this host, " +
+                       std::to_string(cpus.size()) + " CPUs)";
+      CHECK_MESSAGE((log.find(cpu) != std::string::npos) == crowded, log);
+      CHECK_MESSAGE((log.find("; on CPU ") != std::string::npos) == crowded, log);
+    }
   }
 }
 

@@ -48,13 +48,19 @@ struct ZmqPs {
   /// program serves every task. false: run() returns on the ps task too (its counters() are the
   /// shard's), and reading or writing the weights there throws Error.
   bool exit_after_serving = true;
+  /// Where a ps task's shard runs. automatic: on one CPU when the cluster's tasks on its host
+  /// outnumber the CPUs it may use (a test or a small machine: shards take the CPUs in turn), so
+  /// that the frames its threads hand each other stay in one core's cache; else, and with `any`,
+  /// wherever the scheduler puts it. `one`: always on one CPU. Its first log line says which.
+  using ShardCpu = zmq_ps::ShardCpu;
+  ShardCpu shard_cpu = ShardCpu::automatic;
 
   template <class Model, class Placement, class Sync>
   using engine = zmq_ps::Engine<Model, Placement, Sync>;
 
   zmq_ps::Options options() const {
-    return {cluster,  connect_timeout, bind_host,       log,
-            security, heartbeat,       max_connections, exit_after_serving};
+    return {cluster,   connect_timeout, bind_host,          log,      security,
+            heartbeat, max_connections, exit_after_serving, shard_cpu};
   }
 };
 static_assert(communication_policy<ZmqPs>);

@@ -37,6 +37,7 @@
 #include "client.hpp"
 #include "security.hpp"
 #include "shard.hpp"
+#include "shard_cpu.hpp"
 #include "wire.hpp"
 
 namespace convoy::comm::zmq_ps {
@@ -51,6 +52,7 @@ struct Options {
   std::chrono::milliseconds heartbeat{0};
   std::size_t max_connections = 0;
   bool exit_after_serving = true;
+  ShardCpu shard_cpu = ShardCpu::automatic;
 };
 
 /// "tcp://host:port" for a "host:port" address, with the host replaced by `host` when given.
@@ -152,6 +154,8 @@ class Engine {
     /// Serves this ps task's shard until every worker said goodbye.
     void serve() {
       auto const index = static_cast<std::size_t>(cluster_.index);
+      auto const cpu = plan_shard_cpu(cluster_, options_.shard_cpu, allowed_cpus());
+      StayOnCpu const stay(cpu.cpu);  // before the shard starts ZeroMQ's I/O thread
       Shard<Sync> shard(pieces_[index], optimizer_, sync_,
                         {.index = index,
                          .shards = cluster_.ps_count(),
@@ -161,7 +165,8 @@ class Engine {
                          .security = server_security_,
                          .heartbeat = options_.heartbeat,
                          .state_ranges = layout().state_ranges(),
-                         .max_connections = options_.max_connections});
+                         .max_connections = options_.max_connections,
+                         .cpu = stay.pinned() ? cpu : ShardCpuPlan{}});
       shard.serve();
       counters_ = shard.counters();
     }

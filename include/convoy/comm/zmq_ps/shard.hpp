@@ -46,6 +46,7 @@
 #include "lost_worker.hpp"
 #include "peer_log.hpp"
 #include "security.hpp"
+#include "shard_cpu.hpp"
 #include "wire.hpp"
 
 namespace convoy::comm::zmq_ps {
@@ -109,6 +110,8 @@ class Shard {
     /// interval. 0: the file limit (RLIMIT_NOFILE) less reserved_descriptors, so that idle
     /// connections can never take the descriptors a checkpoint part needs.
     std::size_t max_connections = 0;
+    /// Where the serving thread was put (ShardCpu), said in the first log line.
+    ShardCpuPlan cpu{};
   };
 
   /// Descriptors a shard keeps for itself beyond its connections: ZeroMQ's own (its context, the
@@ -207,7 +210,8 @@ class Shard {
       *options_.log << "convoy: " << name() << " serving " << elements_ * sizeof(float)
                     << " bytes of weights in " << pieces_.size() << " piece(s) on "
                     << options_.endpoint << " for " << options_.workers << " worker(s) under "
-                    << Sync::name << "; " << options_.security.mode() << std::endl;
+                    << Sync::name << "; " << options_.security.mode() << options_.cpu.describe()
+                    << std::endl;
     }
     socket_ = &socket;
     auto last_heard = std::chrono::steady_clock::now();
