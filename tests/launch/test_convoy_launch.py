@@ -117,6 +117,12 @@ class LaunchTest(unittest.TestCase):
         addresses = [a for v in cluster.values() for a in v]
         self.assertTrue(all(a.startswith("127.0.0.1:") for a in addresses), addresses)
         self.assertEqual(len(set(addresses)), len(addresses), "ports must be distinct")
+        # Below the kernel's ephemeral range, where no outgoing connection or bind to port 0 can
+        # take a port before its task binds it.
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+        if low - max(1024, low - 12000) >= 1000:
+            ports = [int(a.rsplit(":", 1)[1]) for a in addresses]
+            self.assertTrue(all(max(1024, low - 12000) <= p < low for p in ports), (ports, low))
         self.assertNotIn("stopping", err, "the ps tasks exited by themselves")
 
     def test_print_config_starts_nothing(self):
