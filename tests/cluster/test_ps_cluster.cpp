@@ -52,6 +52,7 @@ struct Flags {
   std::int64_t run_steps = steps;
   bool checkpoints = false;
   int nofile = 0;  // ":nofile=<n>": the ps task's file limit (RLIMIT_NOFILE)
+  int late_rank = -1, late_ms = 0;  // ":late=<rank>:<ms>": that worker starts this much later
 };
 
 template <class Sync>
@@ -62,6 +63,9 @@ int run_task(Sync sync, std::filesystem::path const& dir, Flags const& flags) {
   if (flags.nofile > 0 && cluster.is_ps()) {
     ::rlimit const limit{static_cast<rlim_t>(flags.nofile), static_cast<rlim_t>(flags.nofile)};
     if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return 3;
+  }
+  if (!cluster.is_ps() && cluster.worker_rank() == flags.late_rank) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(flags.late_ms));
   }
   SlowMlp m;
   if (cluster.worker_rank() == slow_rank) m.sleep_ms = slow_ms;
@@ -103,6 +107,9 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
   flags.checkpoints = scenario.find(":ckpt") != std::string::npos;
   if (auto at = scenario.find(":nofile="); at != std::string::npos) {
     flags.nofile = std::atoi(scenario.c_str() + at + 8);
+  }
+  if (auto at = scenario.find(":late="); at != std::string::npos) {
+    std::sscanf(scenario.c_str() + at, ":late=%d:%d", &flags.late_rank, &flags.late_ms);
   }
   if (auto at = scenario.find(":quit="); at != std::string::npos) {
     std::sscanf(scenario.c_str() + at, ":quit=%d:%d", &flags.quit_rank, &flags.quit_step);
@@ -294,63 +301,79 @@ TEST_CASE("a worker that stops early ends a synchronous run for the others at on
 
 // A peer on loopback (any local user can reach a plaintext ps there) that first sends a goodbye
 // naming worker 1, with the run's fingerprint, then 15,000 requests whose answers it never reads
-// (a 1 KiB receive buffer), and leaves. Before: each answer the shard could not send held it for
+// (a 1 KiB receive buffer), and leaves: once worker 1 is training, and once before worker 1 has
+// said hello (it starts 1.5 s late). Before: each answer the shard could not send held it for
 // 1 s (a 3000-step run fell from 40 steps/s to 1), and the goodbye ended worker 1's part of the
-// run. Now: the goodbye is refused (it comes on a connection worker 1 does not use), the answers
-// are dropped and counted, the log names the peer by its address once per 10 s, and the run
-// finishes its steps within the cluster's time limit.
+// run (the one before its hello, once in a few runs, even after that was mended for the other).
+// Now: the goodbye is refused (it comes on a connection worker 1 does not use, or before worker 1
+// said hello), the answers are dropped and counted, the log names the peer by its address once
+// per 10 s, and the run finishes its steps within the cluster's time limit.
 TEST_CASE("a forged goodbye and a peer that never reads its answers change nothing for the workers") {
-  testing::TempDir dir("ps-hostile");
-  std::jthread hostile([&] {
-    // The ps's address, from its first log line, once a worker has initialized it.
-    std::string endpoint;
-    auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto const log = read_text(dir / "ps0.log");
-      auto const at = log.find(" on tcp://");
-      if (at != std::string::npos && log.find("initialized by worker") != std::string::npos) {
-        endpoint = log.substr(at + 4, log.find(' ', at + 4) - at - 4);
-        break;
+  struct Case {
+    char const* scenario;
+    char const* wait_for;  // in worker1.log, when not empty: worker 1 is training
+    char const* refused;
+  };
+  for (auto const& c : {Case{"sync:steps=400:slow=1:20", "step 10/",
+                             "a goodbye naming worker 1 came on a connection that worker does not use"},
+                        Case{"sync:steps=400:slow=1:20:late=1:1500", "",
+                             "a goodbye naming worker 1 came before that worker said hello"}}) {
+    std::string const scenario = c.scenario;
+    CAPTURE(scenario);
+    testing::TempDir dir("ps-hostile");
+    std::jthread hostile([&] {
+      // The ps's address, from its first log line, once worker 0 has initialized it.
+      std::string endpoint;
+      auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (std::chrono::steady_clock::now() < deadline) {
+        auto const log = read_text(dir.path / "ps0.log");
+        auto const at = log.find(" on tcp://");
+        bool const ready = *c.wait_for == 0 || read_text(dir.path / "worker1.log").find(c.wait_for) !=
+                                                   std::string::npos;
+        if (at != std::string::npos && log.find("initialized by worker") != std::string::npos &&
+            ready) {
+          endpoint = log.substr(at + 4, log.find(' ', at + 4) - at - 4);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (endpoint.empty()) return;  // the test fails below: no run
-    SlowMlp m;
-    auto const map = place::Sharded<>{}.shard(m.variables(), 1);
-    using Policy = sync::Synchronous;
-    Policy const policy{.timeout = std::chrono::milliseconds(30000)};
-    auto const fp = comm::zmq_ps::fingerprint(map.pieces_of(0), optimizer(), policy, 1, 2);
-    zmq::context_t context(1);
-    zmq::socket_t peer(context, zmq::socket_type::dealer);
-    peer.set(zmq::sockopt::linger, 0);
-    peer.set(zmq::sockopt::rcvbuf, 1024);
-    peer.set(zmq::sockopt::rcvhwm, 1);
-    peer.set(zmq::sockopt::sndtimeo, 5000);
-    peer.connect(endpoint);
-    comm::zmq_ps::Header bye;
-    bye.op = comm::zmq_ps::Op::bye;
-    bye.worker = 1;
-    bye.fingerprint = fp;
-    (void)peer.send(comm::zmq_ps::encode(bye), zmq::send_flags::none);
-    comm::zmq_ps::Header hello;  // answered (another layout), never read
-    hello.op = comm::zmq_ps::Op::hello;
-    hello.fingerprint = fp + 1;
-    for (int i = 0; i < 15000; ++i) {
-      if (!peer.send(comm::zmq_ps::encode(hello), zmq::send_flags::none)) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  });
-  run_cluster("sync:steps=400:slow=1:20", dir.path, 1, 2);
-  hostile.join();
-  auto const ps0 = read_result(dir / "result-ps0.txt");
-  CHECK(ps0.global_step == 400);
-  auto const log = read_text(dir / "ps0.log");
-  CHECK(log.find("a goodbye naming worker 1 came on a connection that worker does not use") !=
-        std::string::npos);
-  auto const first = log.find("does not read its answers (from peer 127.0.0.1)");
-  CHECK_MESSAGE(first != std::string::npos, log);
-  CHECK(log.find("does not read its answers", first + 1) == std::string::npos);  // once
-  CHECK(log.find(" answers dropped unread") != std::string::npos);
+      if (endpoint.empty()) return;  // the test fails below: no run
+      SlowMlp m;
+      auto const map = place::Sharded<>{}.shard(m.variables(), 1);
+      using Policy = sync::Synchronous;
+      Policy const policy{.timeout = std::chrono::milliseconds(30000)};
+      auto const fp = comm::zmq_ps::fingerprint(map.pieces_of(0), optimizer(), policy, 1, 2);
+      zmq::context_t context(1);
+      zmq::socket_t peer(context, zmq::socket_type::dealer);
+      peer.set(zmq::sockopt::linger, 0);
+      peer.set(zmq::sockopt::rcvbuf, 1024);
+      peer.set(zmq::sockopt::rcvhwm, 1);
+      peer.set(zmq::sockopt::sndtimeo, 5000);
+      peer.connect(endpoint);
+      comm::zmq_ps::Header bye;
+      bye.op = comm::zmq_ps::Op::bye;
+      bye.worker = 1;
+      bye.fingerprint = fp;
+      (void)peer.send(comm::zmq_ps::encode(bye), zmq::send_flags::none);
+      comm::zmq_ps::Header hello;  // answered (another layout), never read
+      hello.op = comm::zmq_ps::Op::hello;
+      hello.fingerprint = fp + 1;
+      for (int i = 0; i < 15000; ++i) {
+        if (!peer.send(comm::zmq_ps::encode(hello), zmq::send_flags::none)) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    });
+    run_cluster(c.scenario, dir.path, 1, 2);
+    hostile.join();
+    auto const ps0 = read_result(dir.path / "result-ps0.txt");
+    CHECK(ps0.global_step == 400);
+    auto const log = read_text(dir.path / "ps0.log");
+    CHECK_MESSAGE(log.find(c.refused) != std::string::npos, log);
+    auto const first = log.find("does not read its answers (from peer 127.0.0.1)");
+    CHECK_MESSAGE(first != std::string::npos, log);
+    CHECK(log.find("does not read its answers", first + 1) == std::string::npos);  // once
+    CHECK(log.find(" answers dropped unread") != std::string::npos);
+  }
 }
 
 // 200 idle TCP connections to a ps task whose file limit is 128, opened once worker 0 has

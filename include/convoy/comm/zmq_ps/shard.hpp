@@ -379,6 +379,7 @@ class Shard {
     }
     char const* address = header.gets("Peer-Address");
     peers_.insert_or_assign(fd, Peer{worker, address ? address : "?", identity.to_string()});
+    spoken_[worker] = 1;
   }
   // The cap on open connections (Options::max_connections), and the start's line when the file
   // limit leaves too few for the cluster: each worker holds one, and one more while it reconnects.
@@ -623,6 +624,12 @@ class Shard {
       if (h.op != Op::hello && h.fingerprint != fingerprint_) {
         throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " sent a " +
                             describe(h.op) + " for another layout than " + name() + "'s");
+      }
+      // Before the worker's own hello no connection speaks for it: a goodbye then would end the
+      // part of a worker still on its way.
+      if (h.op == Op::bye && socket_ && !spoken_[h.worker]) {
+        throw ProtocolError("convoy: a goodbye naming worker " + std::to_string(h.worker) +
+                            " came before that worker said hello; ignored");
       }
       if (h.op == Op::bye && socket_ && !speaks_for(frames[0], h.worker)) {
         throw ProtocolError("convoy: a goodbye naming worker " + std::to_string(h.worker) +
@@ -1234,6 +1241,8 @@ class Shard {
   } sender_;  ///< the message being handled: its connection, and its peer's address for the log
   std::vector<LastPush> last_push_ = std::vector<LastPush>(options_.workers);
   std::map<int, Peer> peers_;   ///< connections by file descriptor
+  /// Per worker: a fingerprinted request of its came on some connection (its hello, at least).
+  std::vector<char> spoken_ = std::vector<char>(options_.workers, 0);
   std::set<std::string> closed_;  ///< identities of lost workers' closed connections
   bool said_step_ends_ = false;  ///< stop_waiting_pushes() logged
   std::int64_t largest_lead_ = 0;  ///< bounded staleness: the most clocks a released worker led by
