@@ -252,15 +252,23 @@ TEST_CASE("a shard whose connection cap is below its workers' needs says so when
   std::thread server([&] { shard.serve(); });
   zmq::context_t context(1);
   auto peer = testing::shard_peer(context, b.endpoint);
+  Header hello;
+  hello.op = Op::hello;
+  hello.fingerprint = b.fingerprint(2);
+  hello.text = std::string(b.optimizer.name());
   Header bye;
   bye.op = Op::bye;
   bye.fingerprint = b.fingerprint(2);
-  for (std::uint32_t w : {0u, 1u}) {  // the one connection it keeps says both goodbyes
-    bye.worker = w;
-    REQUIRE(peer.send(encode(bye), zmq::send_flags::none));
-    zmq::message_t reply;
-    REQUIRE(peer.recv(reply));
-    CHECK(wire::decode(reply, "the shard").status == Status::ok);
+  // The one connection it keeps says both hellos, then both goodbyes (a goodbye before its
+  // worker's hello is refused).
+  for (Header* h : {&hello, &bye}) {
+    for (std::uint32_t w : {0u, 1u}) {
+      h->worker = w;
+      REQUIRE(peer.send(encode(*h), zmq::send_flags::none));
+      zmq::message_t reply;
+      REQUIRE(peer.recv(reply));
+      CHECK(wire::decode(reply, "the shard").status == Status::ok);
+    }
   }
   server.join();
   CHECK(log.str().find("ps:0 may hold 1 connection(s) (its file limit is ") != std::string::npos);
