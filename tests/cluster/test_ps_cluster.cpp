@@ -218,9 +218,10 @@ TEST_CASE("synchronous PS with 2 workers on 1 and 2 shards matches Mirrored step
     bool const crowded = static_cast<std::size_t>(shards + 2) > cpus.size();
     for (int s = 0; s < shards; ++s) {
       auto const log = read_text(dir / ("ps" + std::to_string(s) + ".log"));
-      auto const cpu = "; on CPU " + std::to_string(cpus[static_cast<std::size_t>(s) % cpus.size()]) +
-                       " (" + std::to_string(shards + 2) + " tasks of the cluster on this host, " +
-                       std::to_string(cpus.size()) + " CPUs)";
+      auto const mine = cpus[static_cast<std::size_t>(s) % cpus.size()];
+      auto const cpu = "; on CPU " + std::to_string(mine) + " (" + std::to_string(shards + 2) +
+                       " tasks of the cluster on this host, " + std::to_string(cpus.size()) +
+                       " CPUs)";
       CHECK_MESSAGE((log.find(cpu) != std::string::npos) == crowded, log);
       CHECK_MESSAGE((log.find("; on CPU ") != std::string::npos) == crowded, log);
     }
@@ -314,10 +315,11 @@ TEST_CASE("a forged goodbye and a peer that never reads its answers change nothi
     char const* wait_for;  // in worker1.log, when not empty: worker 1 is training
     char const* refused;
   };
-  for (auto const& c : {Case{"sync:steps=400:slow=1:20", "step 10/",
-                             "a goodbye naming worker 1 came on a connection that worker does not use"},
-                        Case{"sync:steps=400:slow=1:20:late=1:1500", "",
-                             "a goodbye naming worker 1 came before that worker said hello"}}) {
+  for (auto const& c :
+       {Case{"sync:steps=400:slow=1:20", "step 10/",
+             "a goodbye naming worker 1 came on a connection that worker does not use"},
+        Case{"sync:steps=400:slow=1:20:late=1:1500", "",
+             "a goodbye naming worker 1 came before that worker said hello"}}) {
     std::string const scenario = c.scenario;
     CAPTURE(scenario);
     testing::TempDir dir("ps-hostile");
@@ -328,8 +330,9 @@ TEST_CASE("a forged goodbye and a peer that never reads its answers change nothi
       while (std::chrono::steady_clock::now() < deadline) {
         auto const log = read_text(dir.path / "ps0.log");
         auto const at = log.find(" on tcp://");
-        bool const ready = *c.wait_for == 0 || read_text(dir.path / "worker1.log").find(c.wait_for) !=
-                                                   std::string::npos;
+        bool const ready =
+            *c.wait_for == 0 ||
+            read_text(dir.path / "worker1.log").find(c.wait_for) != std::string::npos;
         if (at != std::string::npos && log.find("initialized by worker") != std::string::npos &&
             ready) {
           endpoint = log.substr(at + 4, log.find(' ', at + 4) - at - 4);

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "cluster_model.hpp"
+#include "files.hpp"
 #include "processes.hpp"
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
@@ -129,10 +131,7 @@ std::vector<Step> read_steps(std::filesystem::path const& file) {
 }
 
 std::size_t count_lines(std::filesystem::path const& file) {
-  std::ifstream in(file);
-  std::size_t lines = 0;
-  for (std::string line; std::getline(in, line);) ++lines;
-  return lines;
+  return static_cast<std::size_t>(std::ranges::count(testing::read_file(file), '\n'));
 }
 
 // Waits until `ready` or `limit`; returns whether it became ready.

@@ -120,9 +120,10 @@ class LaunchTest(unittest.TestCase):
         # Below the kernel's ephemeral range, where no outgoing connection or bind to port 0 can
         # take a port before its task binds it.
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-        if low - max(1024, low - 12000) >= 1000:
+        first = max(1024, low - 12000)
+        if low - first >= 1000:
             ports = [int(a.rsplit(":", 1)[1]) for a in addresses]
-            self.assertTrue(all(max(1024, low - 12000) <= p < low for p in ports), (ports, low))
+            self.assertTrue(all(first <= p < low for p in ports), (ports, low))
         self.assertNotIn("stopping", err, "the ps tasks exited by themselves")
 
     def test_print_config_starts_nothing(self):

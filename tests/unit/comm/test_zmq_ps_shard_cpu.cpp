@@ -22,17 +22,6 @@ Cluster cluster(std::vector<std::string> ps, std::vector<std::string> workers, s
   return c;
 }
 
-std::vector<int> cpus_of(pid_t thread) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  REQUIRE(sched_getaffinity(thread, sizeof set, &set) == 0);
-  std::vector<int> out;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) out.push_back(c);
-  }
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("shards keep to one CPU each, in turn, where the host's tasks outnumber its CPUs") {
@@ -76,18 +65,18 @@ TEST_CASE("StayOnCpu pins the thread and the threads it starts, and gives the CP
   REQUIRE_FALSE(allowed.empty());
   int const cpu = allowed.back();
   std::thread([&] {  // not the test runner's own thread
-    auto const before = cpus_of(0);
+    auto const before = allowed_cpus();
     {
       StayOnCpu const stay(cpu);
       CHECK(stay.pinned());
-      CHECK(cpus_of(0) == std::vector<int>{cpu});
+      CHECK(allowed_cpus() == std::vector<int>{cpu});
       std::vector<int> started;
-      std::thread([&] { started = cpus_of(0); }).join();
+      std::thread([&] { started = allowed_cpus(); }).join();
       CHECK(started == std::vector<int>{cpu});
     }
-    CHECK(cpus_of(0) == before);
+    CHECK(allowed_cpus() == before);
     StayOnCpu const nothing(std::nullopt);
     CHECK_FALSE(nothing.pinned());
-    CHECK(cpus_of(0) == before);
+    CHECK(allowed_cpus() == before);
   }).join();
 }

@@ -29,9 +29,9 @@ namespace convoy::comm::gloo_fabric {
 
 /// Up to this size GlooAlgorithm::automatic keeps registered buffers: 2 processes exchange
 /// whole buckets in one round (PairExchange; in turns on one machine, there at every size), more
-/// run halving-doubling. Above it, gloo::allreduce's ring. 2-vCPU machine, 2 processes: 64 KiB 2.5-2.8x and the MLP's 1.6 MB
-/// bucket 1.1-1.2x in training faster registered; 4-64 MiB 1.2-1.5x faster through
-/// gloo::allreduce (benchmarks/bench_gloo, 2026-11-26).
+/// run halving-doubling. Above it, gloo::allreduce's ring. 2-vCPU machine, 2 processes: 64 KiB
+/// 2.5-2.8x and the MLP's 1.6 MB bucket 1.1-1.2x in training faster registered; 4-64 MiB
+/// 1.2-1.5x faster through gloo::allreduce (benchmarks/bench_gloo, 2026-11-26).
 inline constexpr std::size_t registered_bytes = std::size_t{2} << 20;
 
 /// Not thread-safe: one thread reduces at a time (HostExchange sees to it). Collective: every

@@ -582,9 +582,10 @@ class Shard {
     }
     return "a peer";
   }
-  // Whether a message naming `worker` may come on the connection `identity`: one its fingerprinted
-  // requests came on, or any when none of its connections is open (a request sent again on a new
-  // connection after the old one was lost comes before anything else on it).
+  // Whether a message naming `worker`, which has spoken before (spoken_), may come on the
+  // connection `identity`: one its fingerprinted requests came on, or any when none of its
+  // connections is open (a request sent again on a new connection after the old one was lost
+  // comes before anything else on it).
   bool speaks_for(zmq::message_t const& identity, std::size_t worker) const {
     bool open = false;
     for (auto const& [fd, peer] : peers_) {
@@ -627,13 +628,14 @@ class Shard {
       }
       // Before the worker's own hello no connection speaks for it: a goodbye then would end the
       // part of a worker still on its way.
-      if (h.op == Op::bye && socket_ && !spoken_[h.worker]) {
-        throw ProtocolError("convoy: a goodbye naming worker " + std::to_string(h.worker) +
-                            " came before that worker said hello; ignored");
-      }
-      if (h.op == Op::bye && socket_ && !speaks_for(frames[0], h.worker)) {
-        throw ProtocolError("convoy: a goodbye naming worker " + std::to_string(h.worker) +
-                            " came on a connection that worker does not use; ignored");
+      if (h.op == Op::bye && socket_) {
+        std::string const bye = "convoy: a goodbye naming worker " + std::to_string(h.worker);
+        if (!spoken_[h.worker]) {
+          throw ProtocolError(bye + " came before that worker said hello; ignored");
+        }
+        if (!speaks_for(frames[0], h.worker)) {
+          throw ProtocolError(bye + " came on a connection that worker does not use; ignored");
+        }
       }
       // A lost connection is named by the worker whose fingerprinted requests came on it (a
       // hello's is checked in hello()).

@@ -74,12 +74,12 @@ inline ShardCpuPlan plan_shard_cpu(Cluster const& cluster, ShardCpu mode,
   return plan;
 }
 
-/// The CPUs the calling thread may run on, in order.
-inline std::vector<int> allowed_cpus() {
+/// The CPUs a thread may run on, in order: by default the calling one (thread id 0).
+inline std::vector<int> allowed_cpus(pid_t thread = 0) {
   cpu_set_t set;
   CPU_ZERO(&set);
   std::vector<int> out;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  if (sched_getaffinity(thread, sizeof set, &set) != 0) return out;
   for (int c = 0; c < CPU_SETSIZE; ++c) {
     if (CPU_ISSET(c, &set)) out.push_back(c);
   }
