@@ -60,6 +60,11 @@ target_link_libraries(convoy_tensorboard PUBLIC convoy protobuf::libprotobuf)
 # protoc's code is not convoy's to fix: a -Werror build (tools/dev asan) does not apply to it.
 set_target_properties(convoy_tensorboard PROPERTIES POSITION_INDEPENDENT_CODE ON
                       COMPILE_WARNING_AS_ERROR OFF)
+if(NOT PROJECT_IS_TOP_LEVEL AND NOT CONVOY_INSTALL)
+  # In a project that adds convoy with FetchContent the part is on wherever protobuf is found, so it
+  # is compiled only for a program that links it, not by every build of that project.
+  set_target_properties(convoy_tensorboard PROPERTIES EXCLUDE_FROM_ALL ON)
+endif()
 message(STATUS "convoy: convoy::tensorboard is built (protoc: ${Protobuf_PROTOC_EXECUTABLE})")
 unset(_convoy_proto_dir)
 unset(_convoy_generated)

@@ -8,8 +8,11 @@
 # one status line or an error naming the package to install.
 
 # The search runs in a function, so TorchConfig's result variables stay there; its imported
-# targets remain.
+# targets remain, made global: LibTorch's targets name one another in generator expressions
+# ($<TARGET_PROPERTY:torch_cpu,...>), which are evaluated where a program links convoy::torch, so in
+# a project that adds convoy with FetchContent they must be visible outside convoy's folder too.
 function(_convoy_find_torch)
+  set(CMAKE_FIND_PACKAGE_TARGETS_GLOBAL TRUE)  # also for the find_package(Caffe2) inside
   find_package(Torch QUIET)
   if(TORCH_FOUND AND TARGET torch)
     set(_convoy_torch_missing "" PARENT_SCOPE)

@@ -1,6 +1,7 @@
-# What run_consumer.cmake and run_configure_checks.cmake share: the build's CMAKE_PREFIX_PATH
-# ('|'-separated so the list stays whole through ctest) handed on through the environment, which
-# uses the platform's separator; and run_step.
+# What the consumer drivers (run_consumer.cmake, run_configure_checks.cmake,
+# run_install_recipe.cmake) share: the build's CMAKE_PREFIX_PATH ('|'-separated so the list stays
+# whole through ctest) handed on through the environment, which uses the platform's separator;
+# run_step; and doc_block.
 if(PREFIX_PATH)
   string(REPLACE "|" ";" PREFIX_PATH "${PREFIX_PATH}")
   cmake_path(CONVERT "${PREFIX_PATH}" TO_NATIVE_PATH_LIST native_prefix_path)
@@ -21,4 +22,22 @@ function(run_step name)
     message(FATAL_ERROR "[${MODE}] step '${name}' failed (${result}):\n  ${shown}\n${output}")
   endif()
   set(step_output "${output}" PARENT_SCOPE)
+endfunction()
+
+# doc_block(<markdown file> <marker> <language> <out>): the fenced block of <language> right under
+# the line <marker> in <markdown file>, without its fences, in <out>. A missing marker or block is
+# fatal and names both, so a doc edit that drops them says which test lost its text.
+function(doc_block file marker language out)
+  file(READ "${file}" doc)
+  set(opening "${marker}\n```${language}\n")
+  string(FIND "${doc}" "${opening}" begin)
+  if(begin EQUAL -1)
+    message(FATAL_ERROR "[${MODE}] ${file} has no line '${marker}' right above a ```${language} block")
+  endif()
+  string(LENGTH "${opening}" opening_length)
+  math(EXPR begin "${begin} + ${opening_length}")
+  string(SUBSTRING "${doc}" ${begin} -1 doc)
+  string(FIND "${doc}" "\n```" end)
+  string(SUBSTRING "${doc}" 0 ${end} block)
+  set(${out} "${block}" PARENT_SCOPE)
 endfunction()

@@ -6,7 +6,11 @@
 #    macro leaves behind (CMake 3.25). Cache entries are allowed: find_package leaves <Package>_DIR
 #    and its search results there, convoy its CONVOY_* options, as any dependency does.
 #  - the targets convoy::convoy and convoy::zmq_ps, and in convoy's folder no other target (no
-#    tests, examples, benchmarks, warning target) and no subfolder;
+#    tests, examples, benchmarks, warning target) but the components found on this machine
+#    (convoy_gloo, convoy_nccl, convoy_tensorboard, convoy_torch: AUTO in a subproject), and no
+#    subfolder; the driver checks which components were built against the build under test;
+#  - no dependency's imported target in the caller's scope (they live in convoy's folder), but
+#    LibTorch's, which cmake/ConvoyTorch.cmake makes global for convoy::torch's sake;
 #  - no CUDA probe: CONVOY_ENABLE_CUDA is OFF (the default of a subproject), CMAKE_CUDA_COMPILER
 #    is not set and CUDA is not enabled.
 get_cmake_property(convoy_hygiene_after VARIABLES)
@@ -27,10 +31,17 @@ foreach(convoy_hygiene_target convoy::convoy convoy::zmq_ps)
   endif()
 endforeach()
 get_property(convoy_hygiene_targets DIRECTORY "${convoy_SOURCE_DIR}" PROPERTY BUILDSYSTEM_TARGETS)
-list(SORT convoy_hygiene_targets)
-if(NOT convoy_hygiene_targets STREQUAL "convoy;convoy_zmq_ps")
+list(REMOVE_ITEM convoy_hygiene_targets
+     convoy convoy_zmq_ps convoy_gloo convoy_nccl convoy_tensorboard convoy_torch)
+if(convoy_hygiene_targets)
   list(APPEND convoy_hygiene_problems "convoy defined targets '${convoy_hygiene_targets}'")
 endif()
+foreach(convoy_hygiene_target cereal::cereal OpenMP::OpenMP_CXX BLAS::BLAS ZLIB::ZLIB cppzmq gloo
+                              CUDA::cudart convoy_nccl_library)
+  if(TARGET ${convoy_hygiene_target})
+    list(APPEND convoy_hygiene_problems "convoy's dependency ${convoy_hygiene_target} is visible here")
+  endif()
+endforeach()
 get_property(convoy_hygiene_subdirectories DIRECTORY "${convoy_SOURCE_DIR}" PROPERTY SUBDIRECTORIES)
 if(convoy_hygiene_subdirectories)
   list(APPEND convoy_hygiene_problems "convoy added folders '${convoy_hygiene_subdirectories}'")

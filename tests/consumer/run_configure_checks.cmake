@@ -1,13 +1,14 @@
 # Configure-only checks of how convoy behaves inside a user's project; nothing is compiled.
 #   cmake -DMODE=<mode> -DCONVOY_SOURCE_DIR=... -DCONVOY_BINARY_DIR=... -DWORK_DIR=...
 #         [-DBUILD_TYPE=Release] [-DCXX_COMPILER=...] [-DGENERATOR=...] [-DPREFIX_PATH=a|b]
-#         -P run_configure_checks.cmake
+#         [-DCOMPONENTS=gloo,torch,zmq] -P run_configure_checks.cmake
 # missing_toplevel      convoy configured alone with each dependency hidden
 #                       (CMAKE_DISABLE_FIND_PACKAGE_<name>): fails, naming it and its Debian package.
 # missing_fetchcontent  the same through FetchContent (tests/consumer/app).
 # missing_find_package  the same through find_package(convoy) of a fresh install.
 # snippet               docs/packaging.md's FetchContent snippet, verbatim but for its SOURCE_DIR,
-#                       configures; convoy adds its targets and nothing else (tests/consumer/hygiene.cmake).
+#                       configures; convoy adds its targets and nothing else (tests/consumer/hygiene.cmake),
+#                       and builds every component of COMPONENTS (those the build has) but cuda.
 # usage                 what convoy::convoy puts on a consumer's compile lines (tests/consumer/usage).
 cmake_minimum_required(VERSION 3.25)
 
@@ -89,18 +90,8 @@ elseif(MODE STREQUAL "missing_find_package")
 elseif(MODE STREQUAL "snippet")
   # The fenced block right under the marker line is the snippet; its placeholder path becomes this
   # checkout. The project around it records the variables before and after (hygiene.cmake).
-  file(READ "${CONVOY_SOURCE_DIR}/docs/packaging.md" doc)
-  set(marker "<!-- tested: tests/consumer/run_configure_checks.cmake MODE=snippet -->\n```cmake\n")
-  string(FIND "${doc}" "${marker}" begin)
-  if(begin EQUAL -1)
-    message(FATAL_ERROR "[snippet] docs/packaging.md has no line '<!-- tested: "
-                        "tests/consumer/run_configure_checks.cmake MODE=snippet -->' above a ```cmake block")
-  endif()
-  string(LENGTH "${marker}" marker_length)
-  math(EXPR begin "${begin} + ${marker_length}")
-  string(SUBSTRING "${doc}" ${begin} -1 doc)
-  string(FIND "${doc}" "\n```" end)
-  string(SUBSTRING "${doc}" 0 ${end} snippet)
+  doc_block("${CONVOY_SOURCE_DIR}/docs/packaging.md"
+    "<!-- tested: tests/consumer/run_configure_checks.cmake MODE=snippet -->" cmake snippet)
   set(placeholder "/path/to/convoy")
   string(FIND "${snippet}" "${placeholder}" at)
   if(at EQUAL -1)
@@ -121,6 +112,16 @@ elseif(MODE STREQUAL "snippet")
   run_step("configure the snippet"
     COMMAND "${CMAKE_COMMAND}" -S "${project_dir}" -B "${WORK_DIR}/build" ${configure_args})
   expect_in_output("convoy hygiene: ok")
+  # The parts are AUTO in a subproject, as at the top level: each component the build under test
+  # has is built here too with no option set, but convoy::cuda, which stays opt-in.
+  string(REPLACE "," ";" components "${COMPONENTS}")
+  list(REMOVE_ITEM components cuda zmq)
+  foreach(component IN LISTS components)
+    expect_in_output("convoy: convoy::${component} is built")
+  endforeach()
+  string(CONCAT cuda_off "convoy: convoy::cuda is not built: CONVOY_ENABLE_CUDA is OFF, its default "
+                         "where convoy is a subproject")
+  expect_in_output("${cuda_off}")
   # What only the generated files show: no install rules, no tests from convoy's folder.
   set(convoy_build "${WORK_DIR}/build/_deps/convoy-build")
   file(READ "${convoy_build}/cmake_install.cmake" install_script)

@@ -6,7 +6,9 @@
 #               mechanism against COMPONENTS (those the build has), then find_package(convoy) from
 #               there; the app links a program to each of cuda, nccl, gloo, tensorboard and
 #               torch in COMPONENTS, and runs the gloo, tensorboard and torch ones.
-# fetchcontent: FetchContent_Declare(convoy SOURCE_DIR CONVOY_SOURCE_DIR).
+# fetchcontent: FetchContent_Declare(convoy SOURCE_DIR CONVOY_SOURCE_DIR) and no option set; the
+#               app links a program to each of gloo, nccl, tensorboard and torch in COMPONENTS
+#               (AUTO in a subproject; cuda is opt-in there) and runs the same ones as install.
 # Every step runs with execute_process; the first that fails stops the script with its output.
 cmake_minimum_required(VERSION 3.25)
 
@@ -45,9 +47,23 @@ endif()
 cmake_host_system_information(RESULT cores QUERY NUMBER_OF_LOGICAL_CORES)
 
 file(REMOVE_RECURSE "${WORK_DIR}")
-set(run_tensorboard FALSE)
-set(run_torch FALSE)
-set(run_gloo FALSE)
+# The app also links a program to each of these components the build has: the device ones are
+# built, not run; the tensorboard one writes an event file. Through FetchContent, convoy::cuda is
+# built only when the project asks for it (CONVOY_ENABLE_CUDA), which this one, as most, does not.
+string(REPLACE "," ";" link_components "${COMPONENTS}")
+if(MODE STREQUAL "install")
+  list(FILTER link_components INCLUDE REGEX "^(cuda|gloo|nccl|tensorboard|torch)$")
+else()
+  list(FILTER link_components INCLUDE REGEX "^(gloo|nccl|tensorboard|torch)$")
+endif()
+foreach(component gloo tensorboard torch)
+  if(component IN_LIST link_components)
+    set(run_${component} TRUE)
+  else()
+    set(run_${component} FALSE)
+  endif()
+endforeach()
+list(JOIN link_components "," link_components)
 if(MODE STREQUAL "install")
   run_step("install convoy into ${prefix}"
     COMMAND "${CMAKE_COMMAND}" --install "${CONVOY_BINARY_DIR}" --prefix "${prefix}" ${config_args})
@@ -62,20 +78,6 @@ if(MODE STREQUAL "install")
   run_step("components (${COMPONENTS})"
     COMMAND "${CMAKE_COMMAND}" -S "${CMAKE_CURRENT_LIST_DIR}/components" -B "${WORK_DIR}/components"
             ${configure_args} "-DCMAKE_PREFIX_PATH=${prefix}" "-DCONVOY_EXPECTED_COMPONENTS=${COMPONENTS}")
-  # The app also links a program to each of these components the build has: the device ones are
-  # built, not run; the tensorboard one writes an event file.
-  string(REPLACE "," ";" link_components "${COMPONENTS}")
-  list(FILTER link_components INCLUDE REGEX "^(cuda|gloo|nccl|tensorboard|torch)$")
-  if("tensorboard" IN_LIST link_components)
-    set(run_tensorboard TRUE)
-  endif()
-  if("torch" IN_LIST link_components)
-    set(run_torch TRUE)
-  endif()
-  if("gloo" IN_LIST link_components)
-    set(run_gloo TRUE)
-  endif()
-  list(JOIN link_components "," link_components)
   if(run_tensorboard)
     # A copy of the install whose TensorBoard headers claim another protoc: the component must be
     # refused with both versions named, not left to fail in protoc's code.
@@ -101,9 +103,10 @@ if(MODE STREQUAL "install")
     message(FATAL_ERROR "[install] convoy was not found under ${prefix}:\n${step_output}")
   endif()
 else()
-  run_step("configure app (FetchContent)"
+  run_step("configure app (FetchContent, linking '${link_components}')"
     COMMAND "${CMAKE_COMMAND}" -S "${app_dir}" -B "${build}" ${configure_args}
-            -DCONVOY_CONSUME=fetchcontent "-DCONVOY_SOURCE_DIR=${CONVOY_SOURCE_DIR}")
+            -DCONVOY_CONSUME=fetchcontent "-DCONVOY_SOURCE_DIR=${CONVOY_SOURCE_DIR}"
+            "-DCONVOY_LINK_COMPONENTS=${link_components}")
 endif()
 
 run_step("build app" COMMAND "${CMAKE_COMMAND}" --build "${build}" ${config_args} --parallel ${cores})

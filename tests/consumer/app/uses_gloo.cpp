@@ -1,5 +1,5 @@
-// Links convoy::gloo from the installed package and trains 3 steps with comm::Gloo in one process
-// (2 replica threads: no other process to meet). Run by ../run_consumer.cmake.
+// Links convoy::gloo (installed package or FetchContent) and trains 3 steps with comm::Gloo in one
+// process (2 replica threads: no other process to meet). Run by ../run_consumer.cmake.
 #include <convoy/comm/gloo.hpp>
 #include <convoy/nn/mlp.hpp>
 #include <convoy/strategy.hpp>

@@ -1,6 +1,6 @@
-// Links convoy::nccl from the installed package: a unique id and one rank's communicator on device
-// 0 (NCCL and the CUDA runtime). Built by ../run_consumer.cmake to check the link, never run: it
-// needs a device.
+// Links convoy::nccl (installed package or FetchContent): a unique id and one rank's communicator
+// on device 0 (NCCL and the CUDA runtime). Built by ../run_consumer.cmake to check the link, never
+// run: it needs a device.
 #include <convoy/comm/nccl/communicator.hpp>
 #include <cstdio>
 

@@ -1,6 +1,6 @@
-// Links convoy::tensorboard from the installed package and writes an event file in the folder
-// given: a scalar and a histogram. Run by ../run_consumer.cmake, which checks the file is there
-// (tests/tensorboard reads such files back with TensorBoard itself).
+// Links convoy::tensorboard (installed package or FetchContent) and writes an event file in the
+// folder given: a scalar and a histogram. Run by ../run_consumer.cmake, which checks the file is
+// there (tests/tensorboard reads such files back with TensorBoard itself).
 #include <convoy/tensorboard/event_writer.hpp>
 #include <convoy/train/callbacks/tensorboard.hpp>
 #include <cstdio>

@@ -1,5 +1,5 @@
-// Links convoy::torch from the installed package and trains a LibTorch module for 3 steps under
-// the Host strategy. Run by ../run_consumer.cmake, which checks what it prints.
+// Links convoy::torch (installed package or FetchContent) and trains a LibTorch module for 3 steps
+// under the Host strategy. Run by ../run_consumer.cmake, which checks what it prints.
 #include <convoy/torch/model.hpp>
 // (LibTorch first: its logging defines CHECK macros.)
 #include <convoy/strategy.hpp>
