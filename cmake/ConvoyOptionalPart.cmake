@@ -9,8 +9,9 @@
 # convoy_optional_part(<option> <module> <description> [<default in a subproject>]): declares the
 # cache option <option> (default AUTO, or the fourth argument where convoy is not the top-level
 # project) and includes cmake/<module>.cmake unless it is OFF. A macro rather than a function,
-# because the module must run in the caller's scope (enable_language(CUDA) works only at file scope, and ConvoyCuda's
-# CMAKE_CUDA_ARCHITECTURES must reach the targets of convoy's folders); it sets no variable itself.
+# because the module must run in the caller's scope (enable_language(CUDA) works only at file
+# scope, and ConvoyCuda's CMAKE_CUDA_ARCHITECTURES must reach the targets of convoy's folders); it
+# sets no variable itself.
 macro(convoy_optional_part option module description)
   _convoy_declare_optional_part(${option} "${description}" ${ARGN})
   if(${option})  # AUTO or ON, in any case
@@ -30,7 +31,7 @@ function(_convoy_declare_optional_part option description)
     message(FATAL_ERROR "convoy: ${option} is '${${option}}'; give AUTO, ON or OFF")
   endif()
   if(NOT default STREQUAL "AUTO" AND choice STREQUAL "OFF")
-    # A part left out by its subproject default says so once per configure, with the way in.
+    # A part left out by its subproject default says so at each configure, with the way in.
     string(REGEX REPLACE "^CONVOY_ENABLE_" "" part "${option}")
     string(TOLOWER "${part}" part)
     message(STATUS "convoy: convoy::${part} is not built: ${option} is OFF, its default where convoy "

@@ -39,7 +39,8 @@ endif()
 foreach(convoy_hygiene_target cereal::cereal OpenMP::OpenMP_CXX BLAS::BLAS ZLIB::ZLIB cppzmq gloo
                               CUDA::cudart convoy_nccl_library)
   if(TARGET ${convoy_hygiene_target})
-    list(APPEND convoy_hygiene_problems "convoy's dependency ${convoy_hygiene_target} is visible here")
+    list(APPEND convoy_hygiene_problems
+         "convoy's dependency ${convoy_hygiene_target} is visible outside convoy's folder")
   endif()
 endforeach()
 get_property(convoy_hygiene_subdirectories DIRECTORY "${convoy_SOURCE_DIR}" PROPERTY SUBDIRECTORIES)
