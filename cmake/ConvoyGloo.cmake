@@ -8,6 +8,10 @@
 # Input: CONVOY_ENABLE_GLOO, AUTO or ON (cmake/ConvoyOptionalPart.cmake).
 
 function(_convoy_find_gloo)
+  # Global, as LibTorch's are (ConvoyTorch.cmake): convoy::gloo's link options name the library
+  # with $<TARGET_FILE:gloo>, which is evaluated where a program links convoy::gloo, outside
+  # convoy's folder in a project that adds convoy with FetchContent.
+  set(CMAKE_FIND_PACKAGE_TARGETS_GLOBAL TRUE)
   find_package(Gloo CONFIG QUIET)
   if(TARGET gloo)
     set(_convoy_gloo_missing "" PARENT_SCOPE)
@@ -30,6 +34,16 @@ add_library(convoy_gloo INTERFACE)
 add_library(convoy::gloo ALIAS convoy_gloo)
 set_target_properties(convoy_gloo PROPERTIES EXPORT_NAME gloo)
 target_link_libraries(convoy_gloo INTERFACE convoy_zmq_ps gloo)
+# Gloo's library first among the program's shared libraries. The LibTorch of PyPI's wheel and of
+# the official archives carries a Gloo of its own, built into libtorch_cpu and exported; linked
+# after it, the Gloo convoy's headers were compiled against lost every call to that other version,
+# whose objects have other layouts (a crash in connect_mesh). The dynamic linker takes a symbol from
+# the first library that has it, in link order; --no-as-needed keeps it there under --as-needed.
+# docs/gloo.md says what this means for LibTorch's own Gloo.
+# One SHELL: item, which CMake keeps whole: it drops repeated options, and convoy::torch's own
+# group (libstdc++ first) would otherwise take the second push-state and pop-state away.
+target_link_options(convoy_gloo INTERFACE
+  "SHELL:-Wl,--push-state,--no-as-needed $<TARGET_FILE:gloo> -Wl,--pop-state")
 target_compile_definitions(convoy_gloo INTERFACE CONVOY_WITH_GLOO=1)
 message(STATUS "convoy: convoy::gloo is built (Gloo ${_convoy_gloo_version})")
 unset(_convoy_gloo_version)

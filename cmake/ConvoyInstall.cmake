@@ -72,6 +72,10 @@ if(TARGET convoy_cuda OR TARGET convoy_nccl)
   install(FILES "${PROJECT_SOURCE_DIR}/cmake/ConvoyCudaDependencies.cmake"
           DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
 endif()
+if(TARGET convoy_torch)  # convoy-torch.cmake finds one LibTorch as the build did
+  install(FILES "${PROJECT_SOURCE_DIR}/cmake/ConvoyTorchPrefix.cmake"
+          DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")
+endif()
 
 if(TARGET convoy_tensorboard)
   set(_convoy_arch_independent "")  # a static library: built for one architecture

@@ -10,7 +10,8 @@
 #    (convoy_gloo, convoy_nccl, convoy_tensorboard, convoy_torch: AUTO in a subproject), and no
 #    subfolder; the driver checks which components were built against the build under test;
 #  - no dependency's imported target in the caller's scope (they live in convoy's folder), but
-#    LibTorch's, which cmake/ConvoyTorch.cmake makes global for convoy::torch's sake;
+#    LibTorch's and Gloo's, which cmake/ConvoyTorch.cmake and ConvoyGloo.cmake make global for
+#    the sake of generator expressions evaluated in the linking program's folder;
 #  - no CUDA probe: CONVOY_ENABLE_CUDA is OFF (the default of a subproject), CMAKE_CUDA_COMPILER
 #    is not set and CUDA is not enabled.
 get_cmake_property(convoy_hygiene_after VARIABLES)
@@ -36,7 +37,7 @@ list(REMOVE_ITEM convoy_hygiene_targets
 if(convoy_hygiene_targets)
   list(APPEND convoy_hygiene_problems "convoy defined targets '${convoy_hygiene_targets}'")
 endif()
-foreach(convoy_hygiene_target cereal::cereal OpenMP::OpenMP_CXX BLAS::BLAS ZLIB::ZLIB cppzmq gloo
+foreach(convoy_hygiene_target cereal::cereal OpenMP::OpenMP_CXX BLAS::BLAS ZLIB::ZLIB cppzmq
                               CUDA::cudart convoy_nccl_library)
   if(TARGET ${convoy_hygiene_target})
     list(APPEND convoy_hygiene_problems

@@ -1,7 +1,7 @@
 # Builds and runs tests/consumer/app against convoy, the way a user project would.
 #   cmake -DMODE=install|fetchcontent -DCONVOY_SOURCE_DIR=... -DCONVOY_BINARY_DIR=... -DWORK_DIR=...
 #         [-DBUILD_TYPE=Release] [-DCXX_COMPILER=...] [-DGENERATOR=...] [-DPREFIX_PATH=a|b]
-#         [-DCOMPONENTS=cuda,nccl,zmq] -P run_consumer.cmake
+#         [-DCOMPONENTS=cuda,nccl,zmq] [-DTORCH_VERSION=2.11] -P run_consumer.cmake
 # install:      cmake --install CONVOY_BINARY_DIR into WORK_DIR/prefix, check the components
 #               mechanism against COMPONENTS (those the build has), then find_package(convoy) from
 #               there; the app links a program to each of cuda, nccl, gloo, tensorboard and
@@ -135,7 +135,10 @@ function(run_component_app component expected)
   message(STATUS "[${MODE}] ${step_output}")
 endfunction()
 if(run_torch)
-  run_component_app(torch "convoy consumer: a LibTorch model of 4 variables trained 3 steps")
+  # The LibTorch the build under test has (TORCH_VERSION, major.minor), not another installed one.
+  string(REPLACE "." "\\." torch_version "${TORCH_VERSION}")
+  run_component_app(torch
+    "convoy consumer: a LibTorch model of 4 variables trained 3 steps \\(LibTorch ${torch_version}")
 endif()
 if(run_gloo)
   run_component_app(gloo "convoy consumer: comm::Gloo trained 3 steps on 2 replica\\(s\\)")

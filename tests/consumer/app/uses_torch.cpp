@@ -21,7 +21,9 @@ int main() {
     return convoy::Batch{.features = features, .labels = labels, .targets = {}, .rows = 2};
   };
   strategy.run(plan);
-  std::printf("convoy consumer: a LibTorch model of %zu variables trained %lld steps\n",
-              strategy.layout().size(), static_cast<long long>(strategy.global_step()));
+  // The version of the headers it compiled against, which the driver compares with the build's.
+  std::printf("convoy consumer: a LibTorch model of %zu variables trained %lld steps (LibTorch %d.%d)\n",
+              strategy.layout().size(), static_cast<long long>(strategy.global_step()),
+              TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR);
   return 0;
 }
