@@ -1,13 +1,15 @@
 // libtorch::Model: a LibTorch module trained by convoy's strategies matches plain LibTorch step for
 // step, replicas match one replica at the whole batch, BatchNorm's statistics follow the buffer
 // rule, weights travel by LibTorch's names both ways (convoy's files, checkpoints and LibTorch's
-// .pt), checkpoints resume exactly, and a module of another architecture is refused by name.
+// .pt), checkpoints resume exactly, a module of another architecture is refused by name, and
+// LibTorch's errors name the shapes, the stage and the labels.
 // clang-format off
 #include <torch_first.hpp>  // before doctest: LibTorch's glog defines CHECK
 // clang-format on
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <convoy/io/weights.hpp>
 #include <convoy/strategy.hpp>
 #include <convoy/torch/module_weights.hpp>
@@ -15,6 +17,7 @@
 #include <convoy/torch/trained_weights.hpp>
 #include <convoy/train/trainer.hpp>
 #include <cstddef>
+#include <functional>
 #include <helpers.hpp>
 #include <map>
 #include <sstream>
@@ -497,4 +500,66 @@ TEST_CASE("a .pt path is checked and read as LibTorch's, other names as convoy's
       [&] { static_cast<void>(libtorch::load_pt(dir / "fake.pt")); });
   CHECK(message.find("'" + (dir / "fake.pt").string() + "' cannot be read as LibTorch's archive") !=
         std::string::npos);
+}
+
+namespace {
+
+constexpr std::size_t image_rows = 64;
+io::Dataset const images = testing::synthetic_classes(image_rows, 28 * 28, 10);
+
+std::string failure_of(std::function<void()> const& f) { return testing::message_of<Error>(f); }
+
+}  // namespace
+
+TEST_CASE("LibTorch's errors name the module's input, its output, the loss and the labels") {
+  auto const batch = images.slice(0, image_rows);
+  auto const labels = [&] {
+    auto const [low, high] = std::ranges::minmax(batch.labels);
+    return std::to_string(low) + ".." + std::to_string(high);
+  }();
+  SUBCASE("a row_shape without the channel: the module's forward pass fails") {
+    libtorch::Model<nn::Sequential> model(
+        [] {
+          nn::Sequential net;
+          net->push_back(nn::Conv2d(nn::Conv2dOptions(1, 8, 3)));
+          net->push_back(nn::Flatten());
+          return net;
+        },
+        {.row_shape = {28, 28}});
+    auto const message = failure_of([&] { model.forward_backward(batch); });
+    CAPTURE(message);
+    CHECK(message.starts_with("convoy: libtorch::Model::forward_backward: the module's forward"));
+    CHECK(message.find("input was {64, 28, 28} (rows, then row_shape {28, 28})") !=
+          std::string::npos);
+    CHECK(message.find("labels " + labels) != std::string::npos);
+    CHECK(message.find("\nLibTorch: ") != std::string::npos);
+    CHECK(message.find("to have 1 channels") != std::string::npos);     // LibTorch's own words
+    CHECK(message.find("Exception raised from") == std::string::npos);  // no C++ stack trace
+  }
+  SUBCASE("an output cross-entropy cannot take: the loss fails, naming the output") {
+    libtorch::Model<nn::Sequential> model(
+        [] {
+          nn::Sequential net;
+          net->push_back(nn::Conv2d(nn::Conv2dOptions(1, 32, 4).stride(4)));
+          return net;
+        },
+        {.row_shape = {1, 28, 28}});
+    for (auto const* call : {"forward_backward", "evaluate"}) {
+      CAPTURE(call);
+      auto const message = failure_of([&] {
+        if (std::string_view(call) == "evaluate") {
+          model.evaluate(batch);
+        } else {
+          model.forward_backward(batch);
+        }
+      });
+      CAPTURE(message);
+      CHECK(message.starts_with(std::string("convoy: libtorch::Model::") + call +
+                                ": the loss failed on the module's output {64, 32, 7, 7}"));
+      CHECK(message.find("input was {64, 1, 28, 28}") != std::string::npos);
+      CHECK(message.find("labels " + labels) != std::string::npos);
+      CHECK(message.find("\nLibTorch: ") != std::string::npos);
+      CHECK(message.find("Exception raised from") == std::string::npos);
+    }
+  }
 }
