@@ -7,7 +7,8 @@
 // dense classifier, as the third source text builds it). libtorch::Model<ResNet> makes it a convoy
 // model, and the strategy is one type line: Mirrored replicas, CentralStorage, or a
 // parameter-server cluster, synchronous or asynchronous. Weights files and checkpoints speak
-// LibTorch's names ("stage2.conv1.weight"); BatchNorm's running statistics travel with them.
+// LibTorch's names ("stage2.conv1.weight"); BatchNorm's running statistics travel with them, and
+// --save-weights model.pt writes LibTorch's own archive, which torch::load reads.
 //
 // Run:   build/examples/torch_resnet                     (6 epochs, Mirrored, one replica a core)
 //        build/examples/torch_resnet --strategy central --steps 200
@@ -22,6 +23,7 @@
 #include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
 #include <convoy/torch/model.hpp>
+#include <convoy/torch/trained_weights.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <iomanip>
@@ -75,7 +77,8 @@ constexpr std::string_view usage = R"(usage: torch_resnet [options]
   --seed N              data order and initial weights              (default 1)
   --checkpoint-dir DIR  write checkpoints there and resume from the latest one
   --checkpoint-every N  checkpoint every N steps; 0: only at the end (default 0)
-  --save-weights FILE   save the trained weights by LibTorch's names (.bin, .pbin or .json)
+  --save-weights FILE   save the trained weights by LibTorch's names: .pt (LibTorch's
+                        torch::load reads it into a ResNet), .bin, .pbin or .json
   --metrics FILE        loss, samples/s and test accuracy every --log-every steps (.csv, .jsonl)
   --data-dir DIR        Fashion-MNIST files     (default $CONVOY_FASHION_MNIST_DIR, or
                         /usr/share/datasets/fashion-mnist)
@@ -134,9 +137,8 @@ Options parse(int argc, char** argv) {
       convoy::io::require_writable_directory(o.checkpoint_dir, "checkpoint directory");
     });
   if (!o.save_weights.empty())
-    examples::require("--save-weights", o.save_weights, [&] {
-      convoy::io::require_writable_file(o.save_weights, "weights file", true);
-    });
+    examples::require("--save-weights", o.save_weights,
+                      [&] { convoy::libtorch::require_writable_weights_file(o.save_weights); });
   if (!o.metrics.empty())
     examples::require("--metrics", o.metrics, [&] {
       convoy::callbacks::metrics_format_for(o.metrics);
@@ -228,10 +230,14 @@ int train(Options const& o, Strategy strategy, bool decay) {
   auto const metrics = trainer.evaluate(data.test);
   double const evaluate_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - evaluated).count();
+  // example-begin torch-save-weights
+  // libtorch::save_weights rather than trainer.save_weights: a "model.pt" is LibTorch's own
+  // archive, which torch::load(module, "model.pt") reads, and convoy.hpp knows nothing of LibTorch.
   if (!o.save_weights.empty() && trainer.strategy().chief()) {
-    trainer.save_weights(o.save_weights);
+    convoy::libtorch::save_weights(trainer, o.save_weights);
     std::cout << "weights saved to " << o.save_weights << " (LibTorch's names)\n";
   }
+  // example-end torch-save-weights
   double const per_step = reports ? compute_seconds / static_cast<double>(reports) : 0.0;
   // Per step of this task's own (a cluster's worker hears only of its own updates; under
   // Asynchronous the global step counts every worker's).

@@ -1,17 +1,23 @@
 // libtorch::Model: a LibTorch module trained by convoy's strategies matches plain LibTorch step for
 // step, replicas match one replica at the whole batch, BatchNorm's statistics follow the buffer
-// rule, weights travel by LibTorch's names both ways, checkpoints resume exactly, and a module of
-// another architecture is refused by name.
+// rule, weights travel by LibTorch's names both ways (convoy's files, checkpoints and LibTorch's
+// .pt), checkpoints resume exactly, a module of another architecture is refused by name, and
+// LibTorch's errors name the shapes, the stage and the labels.
 // clang-format off
 #include <torch_first.hpp>  // before doctest: LibTorch's glog defines CHECK
 // clang-format on
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <convoy/io/weights.hpp>
 #include <convoy/strategy.hpp>
+#include <convoy/torch/module_weights.hpp>
+#include <convoy/torch/pt_archive.hpp>
+#include <convoy/torch/trained_weights.hpp>
 #include <convoy/train/trainer.hpp>
 #include <cstddef>
+#include <functional>
 #include <helpers.hpp>
 #include <map>
 #include <sstream>
@@ -48,32 +54,6 @@ Net make_model(bool batch_norm) {
 
 // Rows [begin, begin + rows) of the data as a Batch.
 Batch rows_of(std::size_t begin, std::size_t rows) { return data.slice(begin, rows); }
-
-// Every named parameter and buffer of a plain module, as convoy tensors.
-std::map<std::string, Tensor> state_of(nn::Module const& module) {
-  std::map<std::string, Tensor> out;
-  auto add = [&](std::string const& name, ::torch::Tensor const& t) {
-    auto const f = t.to(::torch::kFloat).contiguous();
-    Shape shape;
-    for (auto d : t.sizes()) shape.push_back(static_cast<std::size_t>(d));
-    out.emplace(name, Tensor{shape, std::vector<float>(f.data_ptr<float>(),
-                                                       f.data_ptr<float>() + f.numel())});
-  };
-  for (auto const& p : module.named_parameters()) add(p.key(), p.value());
-  for (auto const& b : module.named_buffers()) add(b.key(), b.value());
-  return out;
-}
-
-// Copies tensors by name into a plain module's parameters and buffers.
-void load_into(nn::Module& module, std::map<std::string, Tensor> const& named) {
-  ::torch::NoGradGuard no_grad;
-  auto copy = [&](std::string const& name, ::torch::Tensor& t) {
-    auto const& src = named.at(name);
-    t.copy_(::torch::from_blob(const_cast<float*>(src.data.data()), t.sizes(), ::torch::kFloat));
-  };
-  for (auto& p : module.named_parameters()) copy(p.key(), p.value());
-  for (auto& b : module.named_buffers()) copy(b.key(), b.value());
-}
 
 float max_difference(std::map<std::string, Tensor> const& a,
                      std::map<std::string, Tensor> const& b) {
@@ -193,7 +173,7 @@ TEST_CASE("one replica matches a plain LibTorch loop step for step") {
     REQUIRE(losses.size() == plain_losses.size());
     for (std::size_t s = 0; s < losses.size(); ++s)
       CHECK(losses[s] == doctest::Approx(plain_losses[s]).epsilon(1e-5));
-    CHECK(max_difference(strategy.get_weights(), state_of(*plain)) < 1e-5f);
+    CHECK(max_difference(strategy.get_weights(), libtorch::module_weights(*plain)) < 1e-5f);
   }
 }
 
@@ -214,7 +194,7 @@ TEST_CASE("BatchNorm's statistics: a synchronous step keeps the mean of the repl
   // mean of theirs.
   ::torch::manual_seed(7);
   auto a = conv_net(true), b = conv_net(true);
-  load_into(*b, state_of(*a));
+  libtorch::set_module_weights(*b, libtorch::module_weights(*a));
   auto forward = [](nn::Sequential& net, Batch const& half) {
     net->train();
     net->forward(::torch::from_blob(const_cast<float*>(half.features.data()),
@@ -222,7 +202,7 @@ TEST_CASE("BatchNorm's statistics: a synchronous step keeps the mean of the repl
   };
   forward(a, rows_of(0, 16));
   forward(b, rows_of(16, 16));
-  auto const sa = state_of(*a), sb = state_of(*b);
+  auto const sa = libtorch::module_weights(*a), sb = libtorch::module_weights(*b);
 
   auto check = [&](auto& strategy) {
     strategy.set_optimizer(optim::Adam{});
@@ -240,7 +220,7 @@ TEST_CASE("BatchNorm's statistics: a synchronous step keeps the mean of the repl
     Net evaluator(strategy.model());
     strategy.read_weights(evaluator.variables().weights());
     auto reference = conv_net(true);
-    load_into(*reference, w);
+    libtorch::set_module_weights(*reference, w);
     reference->eval();
     auto const test = rows_of(64, 32);
     auto const logits = reference->forward(
@@ -267,15 +247,15 @@ TEST_CASE("weights travel by LibTorch's names between convoy's files and a plain
   // convoy -> plain LibTorch: a weights file read back by name into a fresh module.
   io::save_named(dir / "w.bin", m.variables().get_weights(), io::Format::binary);
   auto plain = conv_net(true);
-  load_into(*plain, io::load_named(dir / "w.bin", io::Format::binary));
-  CHECK(max_difference(state_of(*plain), m.variables().get_weights()) == 0.0f);
+  libtorch::set_module_weights(*plain, io::load_named(dir / "w.bin", io::Format::binary));
+  CHECK(max_difference(libtorch::module_weights(*plain), m.variables().get_weights()) == 0.0f);
   // plain LibTorch -> convoy: a module trained elsewhere, set by name.
   ::torch::manual_seed(99);
   auto other = conv_net(true);
   Strategy<Net, place::Mirrored, comm::InProcess, sync::Synchronous> s{make_model(true),
                                                                        {.replicas = 2}};
-  s.set_weights(state_of(*other));
-  CHECK(max_difference(s.get_weights(), state_of(*other)) == 0.0f);
+  s.set_weights(libtorch::module_weights(*other));
+  CHECK(max_difference(s.get_weights(), libtorch::module_weights(*other)) == 0.0f);
   other->eval();
   auto const test = rows_of(0, 32);
   auto const expected =
@@ -296,7 +276,8 @@ TEST_CASE("weights of another architecture are refused, naming every difference"
   wider->push_back("out", nn::Linear(8 * side * side, 3));
   Strategy<Net, place::Host, comm::InProcess, sync::Synchronous> s{make_model(true)};
   auto const before = s.get_weights();
-  auto const message = testing::message_of<LoadError>([&] { s.set_weights(state_of(*wider)); });
+  auto const message =
+      testing::message_of<LoadError>([&] { s.set_weights(libtorch::module_weights(*wider)); });
   CHECK(message.find("unknown: 'out.bias', 'out.weight'") != std::string::npos);
   CHECK(message.find("'bn.running_mean'") != std::string::npos);  // missing
   CHECK(message.find("'conv.weight' is {8, 1, 3, 3}, expected {4, 1, 3, 3}") != std::string::npos);
@@ -333,4 +314,252 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS((Strategy<Net, place::Gpu, comm::InProcess, sync::Synchronous>{
                            make_model(false), {.strict = true}}),
                        doctest::Contains("libtorch::Model computes on the host"), PlacementError);
+}
+
+namespace {
+
+using Mirrored = Strategy<Net, place::Mirrored, comm::InProcess, sync::Synchronous>;
+
+Trainer<Mirrored> fresh_trainer() {
+  return Trainer<Mirrored>{Mirrored{make_model(true), {.replicas = 2}},
+                           optim::Adam{.learning_rate = 0.01f}};
+}
+
+// A few steps, so that weights and running statistics differ from any fresh module's.
+void train_a_little(Trainer<Mirrored>& trainer, std::string const& checkpoint_dir = "") {
+  trainer.fit(data,
+              {.steps = 4, .batch_size = 32, .log = nullptr, .checkpoint_dir = checkpoint_dir});
+}
+
+// The module's outputs for rows [0, 64) in eval() mode: a row of logits per row of the data.
+::torch::Tensor predictions(nn::Sequential net) {
+  auto const test = rows_of(0, 64);
+  net->eval();
+  ::torch::NoGradGuard no_grad;
+  return net->forward(
+      ::torch::from_blob(const_cast<float*>(test.features.data()), {64, 1, side, side}));
+}
+
+// The trained model's own outputs: a copy of it evaluates once, which loads the running
+// statistics convoy holds into its module and leaves it in eval() mode.
+::torch::Tensor predictions(Net const& model) {
+  Net copy(model);
+  copy.evaluate(rows_of(0, 64));
+  return predictions(copy.net());
+}
+
+// The same architecture with the classifier renamed and the convolution wider, without BatchNorm.
+nn::Sequential wider_net() {
+  nn::Sequential wider;
+  wider->push_back("conv", nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1)));
+  wider->push_back(nn::ReLU());
+  wider->push_back(nn::Flatten());
+  wider->push_back("out", nn::Linear(8 * side * side, 3));
+  return wider;
+}
+
+// What loading the wider net's file into the BatchNorm net must say: every name, sorted.
+void check_names_every_difference(std::string const& message) {
+  CAPTURE(message);
+  CHECK(message.find("unknown: 'out.bias', 'out.weight'") != std::string::npos);
+  CHECK(message.find("missing: 'bn.bias', 'bn.num_batches_tracked', 'bn.running_mean', "
+                     "'bn.running_var', 'bn.weight', 'fc.bias', 'fc.weight'") != std::string::npos);
+  CHECK(message.find("mis-shaped: 'conv.bias' is {8}, expected {4}, 'conv.weight' is {8, 1, 3, 3}, "
+                     "expected {4, 1, 3, 3}") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("convoy's .pt is LibTorch's: torch::load reads it into a plain module") {
+  testing::TempDir dir("torch-pt-out");
+  auto trainer = fresh_trainer();
+  train_a_little(trainer);
+  // example-begin pt-out
+  libtorch::save_weights(trainer, dir / "model.pt");  // a Trainer's or a Strategy's
+  auto plain = conv_net(true);                        // the same architecture, no convoy in it
+  ::torch::load(plain, (dir / "model.pt").string());
+  // example-end pt-out
+  CHECK(max_difference(libtorch::module_weights(*plain), trainer.get_weights()) == 0.0f);
+  // Row by row, the same logits as the trained model, running statistics included.
+  auto const expected = predictions(trainer.model());
+  auto const got = predictions(plain);
+  REQUIRE((got.sizes() == expected.sizes()));
+  CHECK(::torch::equal(got, expected));
+  CHECK(::torch::equal(got.argmax(1), expected.argmax(1)));
+  // LibTorch's types kept: the step counter is an integer buffer, as torch::save writes it.
+  CHECK((plain->named_buffers()["bn.num_batches_tracked"].scalar_type() == ::torch::kLong));
+  CHECK(plain->named_buffers()["bn.num_batches_tracked"].item<std::int64_t>() > 0);
+}
+
+TEST_CASE("a module torch::save wrote trains on under convoy, predicting the same") {
+  testing::TempDir dir("torch-pt-in");
+  ::torch::manual_seed(99);
+  auto other = conv_net(true);
+  other->train();
+  other->forward(::torch::randn({8, 1, side, side}));  // running statistics of its own
+  // example-begin pt-in
+  ::torch::save(other, (dir / "other.pt").string());  // a plain module, trained elsewhere
+  auto trainer = fresh_trainer();
+  libtorch::load_weights(trainer, dir / "other.pt");  // by name, every difference reported
+  // example-end pt-in
+  CHECK(max_difference(libtorch::load_pt(dir / "other.pt"), libtorch::module_weights(*other)) ==
+        0.0f);
+  CHECK(max_difference(trainer.get_weights(), libtorch::module_weights(*other)) == 0.0f);
+  CHECK(::torch::equal(predictions(trainer.model()), predictions(other)));
+  // The strategy's own call takes it too.
+  Strategy<Net, place::Host, comm::InProcess, sync::Synchronous> host{make_model(true)};
+  libtorch::load_weights(host, dir / "other.pt");
+  CHECK(max_difference(host.get_weights(), libtorch::module_weights(*other)) == 0.0f);
+}
+
+TEST_CASE("a plain module's .pt is the file torch::save writes") {
+  testing::TempDir dir("torch-pt-same");
+  ::torch::manual_seed(5);
+  auto plain = conv_net(true);
+  libtorch::save_module_weights(*plain, dir / "ours.pt");
+  ::torch::save(plain, (dir / "theirs.pt").string());
+  CHECK(max_difference(libtorch::load_pt(dir / "ours.pt"), libtorch::load_pt(dir / "theirs.pt")) ==
+        0.0f);
+  auto read_back = conv_net(true);
+  ::torch::load(read_back, (dir / "ours.pt").string());
+  CHECK(::torch::equal(predictions(read_back), predictions(plain)));
+}
+
+TEST_CASE("convoy's weights files and checkpoints load into a plain module by name") {
+  testing::TempDir dir("torch-module-in");
+  auto trainer = fresh_trainer();
+  train_a_little(trainer, (dir / "ckpt").string());
+  auto const weights = trainer.get_weights();
+  trainer.save_weights(dir / "w.pbin");
+  libtorch::save_weights(trainer, dir / "w.bin");
+  for (auto const& file : {dir / "w.pbin", dir / "w.bin", *io::latest_checkpoint(dir / "ckpt")}) {
+    CAPTURE(file);
+    // example-begin module-in
+    auto plain = conv_net(true);                  // .bin, .pbin, .json, checkpoint-*.convoy, .pt
+    libtorch::load_module_weights(*plain, file);  // by name, every difference reported
+    // example-end module-in
+    CHECK(max_difference(libtorch::module_weights(*plain), weights) == 0.0f);
+    CHECK(::torch::equal(predictions(plain), predictions(trainer.model())));
+  }
+}
+
+TEST_CASE("a plain module saved as a convoy weights file loads into a strategy") {
+  testing::TempDir dir("torch-module-out");
+  ::torch::manual_seed(11);
+  auto plain = conv_net(true);
+  libtorch::save_module_weights(*plain, dir / "plain.json");
+  // example-begin module-out
+  libtorch::save_module_weights(*plain, dir / "plain.bin");  // the format the extension names
+  auto trainer = fresh_trainer();
+  trainer.load_weights(dir / "plain.bin");  // convoy's own loader, no LibTorch in it
+  // example-end module-out
+  CHECK(max_difference(trainer.get_weights(), libtorch::module_weights(*plain)) == 0.0f);
+  Variables vars = make_model(true).variables();
+  io::load_weights(dir / "plain.json", vars);
+  CHECK(max_difference(vars.get_weights(), libtorch::module_weights(*plain)) == 0.0f);
+}
+
+TEST_CASE("a file of another architecture is refused by every loader, naming every difference") {
+  testing::TempDir dir("torch-wrong");
+  ::torch::manual_seed(1);
+  auto wider = wider_net();
+  ::torch::save(wider, (dir / "wider.pt").string());
+  libtorch::save_module_weights(*wider, dir / "wider.bin");
+
+  Strategy<Net, place::Host, comm::InProcess, sync::Synchronous> s{make_model(true)};
+  auto const before = s.get_weights();
+  for (auto const& file : {dir / "wider.pt", dir / "wider.bin"}) {
+    CAPTURE(file);
+    auto const message = testing::message_of<LoadError>([&] { libtorch::load_weights(s, file); });
+    CHECK(message.find("loading '" + file.string() + "'") != std::string::npos);
+    check_names_every_difference(message);
+    CHECK((s.get_weights() == before));
+
+    auto plain = conv_net(true);
+    auto const untouched = libtorch::module_weights(*plain);
+    check_names_every_difference(
+        testing::message_of<LoadError>([&] { libtorch::load_module_weights(*plain, file); }));
+    CHECK(max_difference(libtorch::module_weights(*plain), untouched) == 0.0f);
+  }
+  // And the other way: convoy's weights are refused by a plain module of the wider net.
+  auto const refused = testing::message_of<LoadError>(
+      [&] { libtorch::set_module_weights(*wider, before, "set_module_weights"); });
+  CHECK(refused.find("unknown: 'bn.bias'") != std::string::npos);
+  CHECK(refused.find("missing: 'out.bias', 'out.weight'") != std::string::npos);
+}
+
+TEST_CASE("a .pt path is checked and read as LibTorch's, other names as convoy's formats") {
+  testing::TempDir dir("torch-pt-names");
+  CHECK(libtorch::is_pt_file("model.pt"));
+  CHECK_FALSE(libtorch::is_pt_file("model.pth"));
+  CHECK_NOTHROW(libtorch::require_writable_weights_file(dir / "model.pt"));
+  CHECK_THROWS_WITH_AS(libtorch::require_writable_weights_file(dir / "model.pth"),
+                       doctest::Contains("libtorch::save_weights"), Error);
+  io::save_named(dir / "fake.pt", make_model(false).variables().get_weights(), io::Format::binary);
+  auto const message = testing::message_of<LoadError>(
+      [&] { static_cast<void>(libtorch::load_pt(dir / "fake.pt")); });
+  CHECK(message.find("'" + (dir / "fake.pt").string() + "' cannot be read as LibTorch's archive") !=
+        std::string::npos);
+}
+
+namespace {
+
+constexpr std::size_t image_rows = 64;
+io::Dataset const images = testing::synthetic_classes(image_rows, 28 * 28, 10);
+
+std::string failure_of(std::function<void()> const& f) { return testing::message_of<Error>(f); }
+
+}  // namespace
+
+TEST_CASE("LibTorch's errors name the module's input, its output, the loss and the labels") {
+  auto const batch = images.slice(0, image_rows);
+  auto const labels = [&] {
+    auto const [low, high] = std::ranges::minmax(batch.labels);
+    return std::to_string(low) + ".." + std::to_string(high);
+  }();
+  SUBCASE("a row_shape without the channel: the module's forward pass fails") {
+    libtorch::Model<nn::Sequential> model(
+        [] {
+          nn::Sequential net;
+          net->push_back(nn::Conv2d(nn::Conv2dOptions(1, 8, 3)));
+          net->push_back(nn::Flatten());
+          return net;
+        },
+        {.row_shape = {28, 28}});
+    auto const message = failure_of([&] { model.forward_backward(batch); });
+    CAPTURE(message);
+    CHECK(message.starts_with("convoy: libtorch::Model::forward_backward: the module's forward"));
+    CHECK(message.find("input was {64, 28, 28} (rows, then row_shape {28, 28})") !=
+          std::string::npos);
+    CHECK(message.find("labels " + labels) != std::string::npos);
+    CHECK(message.find("\nLibTorch: ") != std::string::npos);
+    CHECK(message.find("to have 1 channels") != std::string::npos);     // LibTorch's own words
+    CHECK(message.find("Exception raised from") == std::string::npos);  // no C++ stack trace
+  }
+  SUBCASE("an output cross-entropy cannot take: the loss fails, naming the output") {
+    libtorch::Model<nn::Sequential> model(
+        [] {
+          nn::Sequential net;
+          net->push_back(nn::Conv2d(nn::Conv2dOptions(1, 32, 4).stride(4)));
+          return net;
+        },
+        {.row_shape = {1, 28, 28}});
+    for (auto const* call : {"forward_backward", "evaluate"}) {
+      CAPTURE(call);
+      auto const message = failure_of([&] {
+        if (std::string_view(call) == "evaluate") {
+          model.evaluate(batch);
+        } else {
+          model.forward_backward(batch);
+        }
+      });
+      CAPTURE(message);
+      CHECK(message.starts_with(std::string("convoy: libtorch::Model::") + call +
+                                ": the loss failed on the module's output {64, 32, 7, 7}"));
+      CHECK(message.find("input was {64, 1, 28, 28}") != std::string::npos);
+      CHECK(message.find("labels " + labels) != std::string::npos);
+      CHECK(message.find("\nLibTorch: ") != std::string::npos);
+      CHECK(message.find("Exception raised from") == std::string::npos);
+    }
+  }
 }

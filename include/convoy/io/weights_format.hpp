@@ -36,7 +36,8 @@ inline Format format_for(std::filesystem::path const& path) {
   if (ext == ".json") return Format::json;
   throw Error("convoy: cannot tell the weights format of '" + path.string() +
               "'; name it *.bin (binary), *.pbin (portable binary) or *.json (JSON), or pass a "
-              "convoy::io::Format");
+              "convoy::io::Format (LibTorch's *.pt: libtorch::save_weights in "
+              "<convoy/torch/trained_weights.hpp>)");
 }
 
 }  // namespace convoy::io

@@ -136,14 +136,17 @@ class Model {
             "place::Host, place::Mirrored or place::CentralStorage");
       }
     }
-    return in_torch("forward_backward", [&] {
+    Pass pass("forward_backward");
+    auto const input = input_of(batch);
+    return in_torch(pass, batch, [&] {
       use_threads();
       bind();
       module().train();
       std::ranges::fill(vars_.grads(), 0.0f);
       load_buffers();
       announcer_->start(ready, vars_.size());
-      auto const output = module_forward(batch);
+      auto const output = forward(input, pass);
+      pass.stage = Stage::loss;
       auto const loss = options_->loss(output, batch);
       // The buffers' change, old minus new (Variables::add_state), is known once the forward
       // pass ran.
@@ -152,6 +155,7 @@ class Model {
         view(vars_.grad(id), buffer).copy_(old - buffer.to(::torch::kFloat));
         announcer_->tell(id.index);
       }
+      pass.stage = Stage::backward;
       loss.backward();
       announcer_->finish();
       return loss.template item<float>();
@@ -164,16 +168,20 @@ class Model {
   /// Loss sum and correct predictions over the batch, in eval() mode (BatchNorm normalizes with
   /// its running statistics) and without autograd; touches no gradient.
   Metrics evaluate(Batch const& batch) {
-    return in_torch("evaluate", [&] {
+    Pass pass("evaluate");
+    auto const input = input_of(batch);
+    return in_torch(pass, batch, [&] {
       bind();
       module().eval();
       ::torch::NoGradGuard no_grad;
       load_buffers();
-      auto const output = module_forward(batch);
+      auto const output = forward(input, pass);
+      pass.stage = Stage::loss;
       Metrics m;
       m.count = batch.rows;
       m.loss_sum = static_cast<double>(options_->loss(output, batch).template item<float>()) *
                    static_cast<double>(batch.rows);
+      pass.stage = Stage::metrics;
       if (!batch.labels.empty() && output.dim() == 2) {
         m.correct = static_cast<std::size_t>(
             output.argmax(1).eq(labels_of(batch)).sum().template item<std::int64_t>());
@@ -217,16 +225,58 @@ class Model {
 
   ::torch::nn::Module& module() { return *net_; }
 
-  // Runs `f`, turning LibTorch's errors (a shape the module refuses, say) into convoy::Error with
-  // LibTorch's message and without its stack trace.
+  // Where a pass is, so that a LibTorch error names the part that refused: a shape mistake shows
+  // in LibTorch's message only as the sizes of some internal tensor.
+  enum class Stage { forward, loss, backward, metrics };
+  struct Pass {
+    explicit Pass(char const* call_name) : call(call_name) {}
+    char const* call;  // "forward_backward" or "evaluate"
+    Stage stage = Stage::forward;
+    std::string input;   // the batch's shape as the module saw it
+    std::string output;  // the module's output shape, once it returned
+  };
+
+  // Runs `f`, turning LibTorch's errors into convoy::Error: a first line of convoy's naming the
+  // stage that failed, the shapes and the labels, then LibTorch's message without its stack trace.
   template <class F>
-  static auto in_torch(char const* what, F&& f) {
+  auto in_torch(Pass const& pass, Batch const& batch, F&& f) const {
     try {
       return f();
     } catch (c10::Error const& e) {
-      throw Error(std::string("convoy: the LibTorch module failed in ") + what + ": " +
-                  e.what_without_backtrace());
+      throw Error(failure(pass, batch) + "\nLibTorch: " + e.what_without_backtrace());
     }
+  }
+
+  std::string failure(Pass const& pass, Batch const& batch) const {
+    std::string const rows =
+        "the module's input was " + pass.input + " (rows, then row_shape " + row_shape_text() + ")";
+    std::string const output = "the module's output " + pass.output;
+    std::string text = std::string("convoy: libtorch::Model::") + pass.call + ": ";
+    switch (pass.stage) {
+      case Stage::forward:
+        text += "the module's forward pass failed; " + rows + ", " + labels_text(batch) +
+                "; check row_shape against the input the module's first layer takes";
+        break;
+      case Stage::loss:
+        text += "the loss failed on " + output + "; " + rows + ", " + labels_text(batch) +
+                "; check that the loss takes that output (the default, cross_entropy, takes "
+                "{rows, classes} logits and labels 0..classes-1)";
+        break;
+      case Stage::backward:
+        text += "the backward pass failed; " + rows + ", " + output + ", " + labels_text(batch);
+        break;
+      case Stage::metrics:
+        text += "counting correct predictions failed on " + output + "; " + rows + ", " +
+                labels_text(batch);
+        break;
+    }
+    return text;
+  }
+
+  static std::string labels_text(Batch const& batch) {
+    if (batch.labels.empty()) return "the batch has no labels";
+    auto const [low, high] = std::ranges::minmax(batch.labels);
+    return "the batch's labels " + std::to_string(low) + ".." + std::to_string(high);
   }
 
   static Shape shape_of(::torch::Tensor const& t) {
@@ -297,7 +347,9 @@ class Model {
     for (auto& [id, buffer] : buffers_) buffer.copy_(view(vars_.value(id), buffer));
   }
 
-  ::torch::Tensor module_forward(Batch const& batch) {
+  // The batch's features as the module's input: {rows, ...row_shape}, a view without a copy.
+  // Throws ShapeError when the rows do not fit row_shape or the labels the rows.
+  ::torch::Tensor input_of(Batch const& batch) const {
     std::vector<std::int64_t> sizes{static_cast<std::int64_t>(batch.rows)};
     if (options_->row_shape.empty()) {
       sizes.push_back(static_cast<std::int64_t>(batch.cols()));
@@ -318,8 +370,17 @@ class Model {
                        std::to_string(batch.rows) + " rows");
     }
     // A view of the caller's features: nothing writes to it, as it needs no gradient.
-    auto const input =
-        ::torch::from_blob(const_cast<float*>(batch.features.data()), sizes, ::torch::kFloat);
+    return ::torch::from_blob(const_cast<float*>(batch.features.data()), sizes, ::torch::kFloat);
+  }
+
+  ::torch::Tensor forward(::torch::Tensor const& input, Pass& pass) {
+    pass.input = to_string(shape_of(input));
+    auto output = module_forward(input);
+    pass.output = to_string(shape_of(output));
+    return output;
+  }
+
+  ::torch::Tensor module_forward(::torch::Tensor const& input) {
     if constexpr (requires(Net & n) { n->forward(input); }) {
       return net_->forward(input);
     } else {
