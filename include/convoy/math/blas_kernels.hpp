@@ -32,7 +32,8 @@ struct CpuVectors {
   friend bool operator==(CpuVectors const&, CpuVectors const&) = default;
 };
 
-/// Reads the calling processor's CpuVectors with cpuid; all false on other architectures. Thread-safe.
+/// Reads the calling processor's CpuVectors with cpuid; all false on other architectures.
+/// Thread-safe.
 inline CpuVectors cpu_vectors() {
   CpuVectors v;
 #if defined(__x86_64__) || defined(__i386__)
@@ -93,8 +94,8 @@ enum class KernelChoice {
 
 /// What host_blas_kernels() found and did. A regular value: printable, comparable.
 struct BlasKernels {
-  std::string library;   ///< "OpenBLAS 0.3.21", or "" for a CBLAS other than OpenBLAS
-  std::string core;      ///< the OpenBLAS core in use ("Cooperlake"); "" where the BLAS does not say
+  std::string library;  ///< "OpenBLAS 0.3.21", or "" for a CBLAS other than OpenBLAS
+  std::string core;     ///< the OpenBLAS core in use ("Cooperlake"); "" where the BLAS does not say
   std::string detected;  ///< the core OpenBLAS named before convoy's choice (== core unless moved)
   bool selectable = false;  ///< a DYNAMIC_ARCH OpenBLAS, whose kernels can be selected at run time
   KernelChoice chosen_by = KernelChoice::blas;

@@ -130,17 +130,19 @@ TEST_CASE("the log line says which kernels run and who chose them") {
         "OpenBLAS 0.3.21, Prescott kernels (OPENBLAS_CORETYPE chose them, over the CPU's AVX-512 "
         "with BF16, which convoy respects)");
   k = {.library = "OpenBLAS 0.3.21", .core = "Haswell", .detected = "Haswell", .cpu = avx512};
-  CHECK(k.describe() ==
-        "OpenBLAS 0.3.21, Haswell kernels (an OpenBLAS built for one core; convoy selects nothing)");
-  CHECK(BlasKernels{}.describe() == "a CBLAS other than OpenBLAS, with kernels of its own choosing");
+  CHECK(
+      k.describe() ==
+      "OpenBLAS 0.3.21, Haswell kernels (an OpenBLAS built for one core; convoy selects nothing)");
+  CHECK(BlasKernels{}.describe() ==
+        "a CBLAS other than OpenBLAS, with kernels of its own choosing");
 }
 
 TEST_CASE("this CPU runs kernels as wide as its vectors once convoy has chosen") {
   auto const& k = convoy::math::host_blas_kernels();
   MESSAGE("host math: " << k.describe());
   CHECK(k.cpu == convoy::math::cpu_vectors());
-  CHECK(&k == &convoy::math::host_blas_kernels());  // chosen once
-  if (k.library.empty()) return;                    // not OpenBLAS: nothing to choose
+  CHECK(&k == &convoy::math::host_blas_kernels());         // chosen once
+  if (k.library.empty()) return;                           // not OpenBLAS: nothing to choose
   CHECK(convoy::math::detail::openblas_core() == k.core);  // what OpenBLAS says it runs now
   if (!k.selectable || k.chosen_by == KernelChoice::environment) {
     MESSAGE("OpenBLAS cannot be steered here, or OPENBLAS_CORETYPE chose: not checked");
