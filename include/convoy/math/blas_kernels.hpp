@@ -139,15 +139,23 @@ inline std::string openblas_core() {
 
 /// Makes a DYNAMIC_ARCH OpenBLAS run `core`'s kernels (an OPENBLAS_CORETYPE name) and returns the
 /// core it then runs: OpenBLAS re-reads its core through OPENBLAS_CORETYPE, which this sets for the
-/// call and then removes. An unknown name leaves OpenBLAS to pick by the CPU's features, and 0.3.21
-/// knows "Cooperlake" only that way. Not thread-safe: no thread may call the BLAS or read the
-/// environment meanwhile. Returns "" and changes nothing where the BLAS cannot be steered.
+/// call and then puts back as it was (unset, or the user's value). An unknown name leaves OpenBLAS
+/// to pick by the CPU's features, and 0.3.21 knows "Cooperlake" only that way. Not thread-safe: no
+/// thread may call the BLAS or read the environment meanwhile. Returns "" and changes nothing
+/// where the BLAS cannot be steered.
 inline std::string force_openblas_core(std::string const& core) {
   if (gotoblas_dynamic_init == nullptr || gotoblas_dynamic_quit == nullptr) return {};
+  char const* const before = std::getenv("OPENBLAS_CORETYPE");
+  std::string const user = before != nullptr ? before : "";
+  bool const was_set = before != nullptr;
   ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
   gotoblas_dynamic_quit();  // forgets the current core, so that init chooses again
   gotoblas_dynamic_init();
-  ::unsetenv("OPENBLAS_CORETYPE");
+  if (was_set) {
+    ::setenv("OPENBLAS_CORETYPE", user.c_str(), 1);
+  } else {
+    ::unsetenv("OPENBLAS_CORETYPE");
+  }
   return openblas_core();
 }
 

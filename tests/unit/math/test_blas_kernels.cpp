@@ -8,6 +8,7 @@
 #include <convoy/math/blas_kernels.hpp>
 #include <convoy/math/host.hpp>
 #include <cstddef>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -161,7 +162,11 @@ TEST_CASE("OpenBLAS on Prescott is moved to a vector core, and its GEMMs stay ri
     return;
   }
   RestoreCore const restore;
+  char const* const user = std::getenv("OPENBLAS_CORETYPE");
+  std::string const before = user != nullptr ? user : "(unset)";
   REQUIRE(convoy::math::detail::force_openblas_core("Prescott") == "Prescott");
+  char const* const after = std::getenv("OPENBLAS_CORETYPE");
+  CHECK((after != nullptr ? after : "(unset)") == before);  // the environment as it was
   check_mlp_gemms("Prescott");
 
   // OPENBLAS_CORETYPE given by the user stands, whatever the CPU.
