@@ -4,6 +4,7 @@
 // 207 "Prescott") and train the Fashion-MNIST MLP at a third of the speed (docs/benchmarks.md).
 #pragma once
 
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -41,8 +42,9 @@ inline CpuVectors cpu_vectors() {
   if (!__get_cpuid(1, &a, &b, &c, &d)) return v;
   bool const fma = (c & (1u << 12)) != 0, osxsave = (c & (1u << 27)) != 0;
   if (!osxsave || (c & (1u << 28)) == 0) return v;  // no AVX the system saves: nothing wider
-  unsigned xcr0 = 0, xcr0_high = 0;
-  __asm__ volatile("xgetbv" : "=a"(xcr0), "=d"(xcr0_high) : "c"(0u));
+  unsigned low = 0, high = 0;
+  __asm__ volatile("xgetbv" : "=a"(low), "=d"(high) : "c"(0u));
+  std::uint64_t const xcr0 = (std::uint64_t{high} << 32) | low;
   if ((xcr0 & 0x6u) != 0x6u) return v;  // XMM and YMM state
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return v;
   v.avx2_fma = fma && (b & (1u << 5)) != 0;
