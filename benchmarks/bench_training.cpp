@@ -6,8 +6,12 @@
 // the same rows of data; samples/sec counts rows of applied gradients. Every figure is a ratio to a
 // reference measured in the same run; "vs 1 replica" is against the Host strategy.
 //
+// With --kernels LIST it measures instead the Host strategy under each of OpenBLAS's kernel sets in
+// LIST, interleaved in one run: an OPENBLAS_CORETYPE name, or "convoy" (OpenBLAS put on Prescott,
+// then convoy's selection over it: what a CPU newer than OpenBLAS gets; math/blas_kernels.hpp).
+//
 // Run: build/benchmarks/bench_training [--repeats N] [--steps N] [--model HIDDEN,BATCH] [--quick]
-//      [--csv PATH] [--json PATH]; --help lists the options.
+//      [--kernels LIST] [--csv PATH] [--json PATH]; --help lists the options.
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -171,6 +175,50 @@ bench::Record bench_model(io::Dataset const& data, std::string const& source, Mo
   return record;
 }
 
+// Puts OpenBLAS on `kernels` (see the top) and returns the core it then runs.
+std::string use_kernels(std::string const& kernels) {
+  if (kernels != "convoy") return math::detail::force_openblas_core(kernels);
+  math::detail::force_openblas_core("Prescott");
+  return math::detail::select_kernels("Prescott", nullptr, math::cpu_vectors()).core;
+}
+
+// The Host strategy under each kernel set, interleaved; returns the record (the JSON line).
+bench::Record bench_kernels(io::Dataset const& data, std::string const& source, Model const& m,
+                            int repeats, std::vector<std::string> const& kernels) {
+  std::vector<std::size_t> const sizes{784, m.hidden, 10};
+  std::vector<std::string> cores(kernels.size());
+  std::vector<std::function<double()>> runs;
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    runs.push_back([&, i] {
+      cores[i] = use_kernels(kernels[i]);
+      return with_strategy(data, sizes, place::Host{}, m.batch, m.steps);
+    });
+  }
+  auto const best = bench::best_of(runs, repeats);
+  use_kernels(math::host_blas_kernels().core);
+  std::printf(
+      "MLP 784-%zu-10, Host strategy, batch %zu, %lld batches of data, best of %d, "
+      "interleaved, data %s\n",
+      m.hidden, m.batch, static_cast<long long>(m.steps), repeats, source.c_str());
+  std::printf("%-12s %-12s %14s %10s\n", "kernels", "core", "samples/sec",
+              ("vs " + kernels[0]).c_str());
+  bench::Record record;
+  record.set("benchmark", "training_kernels")
+      .set("model", "784-" + std::to_string(m.hidden) + "-10")
+      .set("batch", m.batch)
+      .set("steps", m.steps);
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    std::printf("%-12s %-12s %14.0f %10.2f\n", kernels[i].c_str(), cores[i].c_str(), best[i],
+                best[i] / best[0]);
+    record.add("results", bench::Record{}
+                              .set("kernels", kernels[i])
+                              .set("core", cores[i])
+                              .set("samples_per_second", best[i])
+                              .set("vs_first", best[i] / best[0]));
+  }
+  return record;
+}
+
 int main(int argc, char** argv) {
   int repeats = 3;
   std::int64_t steps = 600;
@@ -199,6 +247,19 @@ int main(int argc, char** argv) {
                models = {{hidden, batch, 0}};
                return std::string();
              });
+  std::vector<std::string> kernels;
+  cli.option("--kernels", "LIST",
+             "the Host strategy under each of OpenBLAS's kernel sets instead, e.g. Prescott,convoy",
+             [&kernels](std::string_view v) {
+               kernels.clear();
+               for (std::size_t begin = 0; begin <= v.size();) {
+                 auto const end = std::min(v.find(',', begin), v.size());
+                 kernels.emplace_back(v.substr(begin, end - begin));
+                 if (kernels.back().empty()) return std::string("a comma-separated list of cores");
+                 begin = end + 1;
+               }
+               return std::string();
+             });
   cli.flag("--quick", quick,
            "a smoke run: 30 global batches of one model (the first, or --model's), 1 repeat");
   if (auto const status = cli.parse(argc, argv)) return *status;
@@ -220,6 +281,15 @@ int main(int argc, char** argv) {
         "random", 784, std::vector<float>(60000 * 784, 0.5f), std::vector<std::int32_t>(60000, 1),
         0,        {}};
   }
-  for (auto const& m : models) results.add(bench_model(data, source, m, repeats));
+  if (!kernels.empty() && !math::host_blas_kernels().selectable) {
+    std::fprintf(stderr,
+                 "bench_training: --kernels needs a DYNAMIC_ARCH OpenBLAS; this BLAS is %s\n",
+                 math::host_blas_kernels().describe().c_str());
+    return 1;
+  }
+  for (auto const& m : models) {
+    results.add(kernels.empty() ? bench_model(data, source, m, repeats)
+                                : bench_kernels(data, source, m, repeats, kernels));
+  }
   return results.write() ? 0 : 1;
 }

@@ -11,11 +11,12 @@
 //        build/examples/fashion_mnist --optimizer sgd --batch 100 --epochs 5 --log-placement
 //        build/examples/fashion_mnist --help
 // Needs: Debian's dataset-fashion-mnist package (or --data-dir / CONVOY_FASHION_MNIST_DIR).
-// Expect: progress lines "After N training steps (M global steps), loss on training batch is ..."
-//         and, at the end, "test accuracy: 0.895" with the defaults on 2 replicas (at least
-//         0.883; at least 0.875 under every --strategy), after about 36 s of CPU time: under
-//         20 s on 2 free cores. A bad option ends at once with one line on stderr and exit
-//         status 2; an error while training, with status 1.
+// Expect: a line naming the host's GEMM kernels ("host math: OpenBLAS 0.3.21, Cooperlake kernels
+//         (chosen by OpenBLAS)"), progress lines "After N training steps (M global steps), loss
+//         on training batch is ..." and, at the end, "test accuracy: 0.895" with the defaults on
+//         2 replicas (at least 0.883; at least 0.875 under every --strategy), after about 36 s of
+//         CPU time: under 20 s on 2 free cores. A bad option ends at once with one line on stderr
+//         and exit status 2; an error while training, with status 1.
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -414,7 +415,8 @@ int train(Options const& o, convoy::Trainer<Strategy>& trainer, Data const& data
   std::cout << "convoy " << convoy::version << ": training " << data.train.name << " ("
             << data.train.rows() << " examples) on " << trainer.strategy().replicas()
             << " replica(s), batch " << o.batch << ", strategy " << o.strategy.text << " ("
-            << Placement::name << ", " << Strategy::comm_type::name << ", " << Sync::name << ")\n";
+            << Placement::name << ", " << Strategy::comm_type::name << ", " << Sync::name << ")\n"
+            << "host math: " << convoy::math::host_blas_kernels().describe() << "\n";
   convoy::FitOptions fit{.steps = o.steps,
                          .epochs = o.epochs,
                          .batch_size = o.batch,

@@ -20,6 +20,7 @@
 #include "core/concepts.hpp"
 #include "core/error.hpp"
 #include "core/snapshot.hpp"
+#include "math/blas_kernels.hpp"
 #include "optim/optimizer.hpp"
 #include "place/central_storage.hpp"
 #include "place/central_storage_gpus.hpp"
@@ -362,8 +363,12 @@ class Strategy {
   }
 
   /// Prints, like TensorFlow's log_device_placement, where every variable lives and which replica
-  /// computes on which device.
-  void log_placement(std::ostream& out) const { engine_.log_placement(out, Comm::name); }
+  /// computes on which device, then which GEMM kernels the host's BLAS runs and who chose them
+  /// (selecting them first, math::host_blas_kernels()).
+  void log_placement(std::ostream& out) const {
+    engine_.log_placement(out, Comm::name);
+    out << "convoy placement: host math: " << math::host_blas_kernels().describe() << "\n";
+  }
 
  private:
   // `ask(context)` of replica `r`'s execution context, where the engine's state gives one (the

@@ -17,6 +17,7 @@
 
 #include "../core/error.hpp"
 #include "../exec/host.hpp"
+#include "blas_kernels.hpp"
 
 namespace convoy::math {
 
@@ -72,13 +73,15 @@ inline void column_sums(exec::Host const& ctx, std::size_t rows, std::size_t col
 }
 
 /// C = alpha * op(A) op(B) + beta * C, row-major; op transposes when the flag is set.
-/// op(A) is m x k, op(B) is k x n, C is m x n.
+/// op(A) is m x k, op(B) is k x n, C is m x n. The first call selects the BLAS's kernels
+/// (host_blas_kernels()).
 inline void gemm(exec::Host const&, bool transpose_a, bool transpose_b, std::size_t m, std::size_t n, std::size_t k,
                  float alpha, float const* a, float const* b, float beta, float* c) {
   if (std::max({m, n, k}) > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
     throw Error("convoy: gemm of " + std::to_string(m) + "x" + std::to_string(k) + " by " +
                 std::to_string(k) + "x" + std::to_string(n) + " exceeds CBLAS's int sizes");
   }
+  host_blas_kernels();  // once: a CPU newer than OpenBLAS still gets its vector units
   auto const lda = static_cast<int>(transpose_a ? m : k);
   auto const ldb = static_cast<int>(transpose_b ? k : n);
   cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,

@@ -75,6 +75,9 @@ TEST_CASE("the placement log names every variable, where it lives, and who compu
         std::string::npos);
   CHECK(text.find("mlp/layer2/bias {2} -> mirrored") != std::string::npos);
   CHECK(text.find("replica 1 computes forward_backward on /cpu:0 thread 1") != std::string::npos);
+  // And the host's GEMM kernels, with who chose them.
+  CHECK(text.find("convoy placement: host math: " + math::host_blas_kernels().describe() + "\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("central storage logs one central copy; the log is off by default") {
