@@ -232,8 +232,10 @@ class Model {
     explicit Pass(char const* call_name) : call(call_name) {}
     char const* call;  // "forward_backward" or "evaluate"
     Stage stage = Stage::forward;
-    std::string input;   // the batch's shape as the module saw it
-    std::string output;  // the module's output shape, once it returned
+    // The module's input and, once it returned, its output: handles, not copies, whose shapes
+    // are put in words only when a pass fails, so that a step that succeeds formats nothing.
+    ::torch::Tensor input{};
+    ::torch::Tensor output{};
   };
 
   // Runs `f`, turning LibTorch's errors into convoy::Error: a first line of convoy's naming the
@@ -248,9 +250,12 @@ class Model {
   }
 
   std::string failure(Pass const& pass, Batch const& batch) const {
-    std::string const rows =
-        "the module's input was " + pass.input + " (rows, then row_shape " + row_shape_text() + ")";
-    std::string const output = "the module's output " + pass.output;
+    auto const shape = [](::torch::Tensor const& t) {
+      return t.defined() ? to_string(shape_of(t)) : std::string("(none yet)");
+    };
+    std::string const rows = "the module's input was " + shape(pass.input) +
+                             " (rows, then row_shape " + row_shape_text() + ")";
+    std::string const output = "the module's output " + shape(pass.output);
     std::string text = std::string("convoy: libtorch::Model::") + pass.call + ": ";
     switch (pass.stage) {
       case Stage::forward:
@@ -374,9 +379,9 @@ class Model {
   }
 
   ::torch::Tensor forward(::torch::Tensor const& input, Pass& pass) {
-    pass.input = to_string(shape_of(input));
+    pass.input = input;
     auto output = module_forward(input);
-    pass.output = to_string(shape_of(output));
+    pass.output = output;
     return output;
   }
 
