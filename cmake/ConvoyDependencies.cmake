@@ -51,6 +51,27 @@ macro(_convoy_require)
   unset(_convoy_missing)
 endmacro()
 
+# _convoy_ignore_libtorch_prefixes(): adds to CMAKE_IGNORE_PREFIX_PATH, in the caller's scope, every
+# CMAKE_PREFIX_PATH entry (the variable's and the environment's) that holds a LibTorch of the
+# official layout (share/cmake/Torch): its include/ carries other packages' headers (protobuf's),
+# which a search for those packages must not take. A macro, so the caller's search sees it; the
+# caller is a function, so it goes no further.
+macro(_convoy_ignore_libtorch_prefixes)
+  set(_convoy_prefixes ${CMAKE_PREFIX_PATH})
+  if(DEFINED ENV{CMAKE_PREFIX_PATH})
+    cmake_path(CONVERT "$ENV{CMAKE_PREFIX_PATH}" TO_CMAKE_PATH_LIST _convoy_environment)
+    list(APPEND _convoy_prefixes ${_convoy_environment})
+  endif()
+  foreach(_convoy_prefix IN LISTS _convoy_prefixes)
+    if(EXISTS "${_convoy_prefix}/share/cmake/Torch/TorchConfig.cmake")
+      list(APPEND CMAKE_IGNORE_PREFIX_PATH "${_convoy_prefix}")
+    endif()
+  endforeach()
+  unset(_convoy_prefixes)
+  unset(_convoy_environment)
+  unset(_convoy_prefix)
+endmacro()
+
 _convoy_require(Threads "the C library's threads (libc6-dev)")
 _convoy_require(OpenMP
   "the compiler's OpenMP runtime (GCC: libgomp, part of gcc, clang-14: libomp-14-dev)")

@@ -11,19 +11,10 @@
 # The search runs in a function, so FindProtobuf's result variables stay there; only its imported
 # targets and cache entries remain.
 function(_convoy_find_protobuf)
-  # LibTorch's wheel and official archives carry protobuf headers of their own (include/google)
-  # without the library or compiler they belong to: a LibTorch prefix in CMAKE_PREFIX_PATH must
-  # not lend them to convoy::tensorboard, whose generated code must match the protoc found here.
-  set(prefixes ${CMAKE_PREFIX_PATH})
-  if(DEFINED ENV{CMAKE_PREFIX_PATH})
-    cmake_path(CONVERT "$ENV{CMAKE_PREFIX_PATH}" TO_CMAKE_PATH_LIST environment)
-    list(APPEND prefixes ${environment})
-  endif()
-  foreach(prefix IN LISTS prefixes)
-    if(EXISTS "${prefix}/share/cmake/Torch/TorchConfig.cmake")
-      list(APPEND CMAKE_IGNORE_PREFIX_PATH "${prefix}")
-    endif()
-  endforeach()
+  # LibTorch's wheel and official archives carry protobuf's headers among their own without the
+  # library or compiler they belong to; they must not reach convoy::tensorboard, whose generated
+  # code must match the protoc found here.
+  _convoy_ignore_libtorch_prefixes()
   find_package(Protobuf QUIET)
   if(Protobuf_FOUND AND TARGET protobuf::libprotobuf AND TARGET protobuf::protoc)
     set(_convoy_protobuf_missing "" PARENT_SCOPE)

@@ -7,16 +7,7 @@
 # In a function, so that FindProtobuf's result variables stay here.
 function(_convoy_find_tensorboard_protobuf)
   # Not the protobuf headers a LibTorch prefix carries without their library (as convoy's build).
-  set(prefixes ${CMAKE_PREFIX_PATH})
-  if(DEFINED ENV{CMAKE_PREFIX_PATH})
-    cmake_path(CONVERT "$ENV{CMAKE_PREFIX_PATH}" TO_CMAKE_PATH_LIST environment)
-    list(APPEND prefixes ${environment})
-  endif()
-  foreach(prefix IN LISTS prefixes)
-    if(EXISTS "${prefix}/share/cmake/Torch/TorchConfig.cmake")
-      list(APPEND CMAKE_IGNORE_PREFIX_PATH "${prefix}")
-    endif()
-  endforeach()
+  _convoy_ignore_libtorch_prefixes()
   find_package(Protobuf QUIET)
   if(NOT Protobuf_FOUND OR NOT TARGET protobuf::libprotobuf)
     set(_convoy_component_missing "protobuf, which was not found: install libprotobuf-dev, or point \
