@@ -308,6 +308,11 @@ TEST_CASE(
   std::clog.rdbuf(previous);
   CHECK(said.str().find("libtorch::Model computes on the host") != std::string::npos);
   CHECK(said.str().find("running on the host (/cpu:0) instead") != std::string::npos);
+  // Why, as it is: a CUDA build of LibTorch (PyPI's 2.x) without a device, or one without CUDA.
+  if (!torch::cuda::is_available()) {
+    CHECK(said.str().find(at::hasCUDA() ? "this LibTorch has CUDA, but sees no CUDA device"
+                                        : "this LibTorch has no CUDA") != std::string::npos);
+  }
   soft.set_optimizer(optim::Sgd{.learning_rate = 0.1f});
   soft.run(run_of(2, 16, 1));
   CHECK(soft.global_step() == 2);

@@ -116,9 +116,12 @@ class Model {
   /// GPU placement (place::Gpu) hears it before it resolves, and falls back to the host in one line
   /// or refuses under strict placement.
   static std::string device_refusal() {
-    return ::torch::cuda::is_available()
-               ? "libtorch::Model computes on the host only for now"
-               : "libtorch::Model computes on the host: this LibTorch has no CUDA";
+    if (::torch::cuda::is_available()) return "libtorch::Model computes on the host only for now";
+    // A CUDA build of LibTorch (PyPI's wheel) on a machine without a device says so, not that
+    // it lacks CUDA.
+    return at::hasCUDA() ? "libtorch::Model computes on the host: this LibTorch has CUDA, but "
+                           "sees no CUDA device"
+                         : "libtorch::Model computes on the host: this LibTorch has no CUDA";
   }
 
   /// The module, whose parameters view this model's weights. Use it to inspect or to run the
