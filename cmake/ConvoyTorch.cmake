@@ -34,9 +34,10 @@ convoy_optional_part_require(CONVOY_ENABLE_TORCH convoy::torch _convoy_torch_mis
 
 add_library(convoy_torch INTERFACE)
 add_library(convoy::torch ALIAS convoy_torch)
-# CONVOY_TORCH_VERSION: the LibTorch found, for convoy's tests (the consumer test checks it).
+# CONVOY_TORCH_VERSION and _PREFIX: the LibTorch found, for convoy's tests (tests/consumer).
 set_target_properties(convoy_torch PROPERTIES EXPORT_NAME torch
-                      CONVOY_TORCH_VERSION "${_convoy_torch_version}")
+                      CONVOY_TORCH_VERSION "${_convoy_torch_version}"
+                      CONVOY_TORCH_PREFIX "${_convoy_torch_prefix}")
 target_link_libraries(convoy_torch INTERFACE convoy torch)
 _convoy_torch_link_order(convoy_torch)  # libstdc++ ahead of LibTorch's copies of its parts
 message(STATUS "convoy: convoy::torch is built (LibTorch ${_convoy_torch_version} from "

@@ -10,6 +10,10 @@
 #                       configures; convoy adds its targets and nothing else (tests/consumer/hygiene.cmake),
 #                       and builds every component of COMPONENTS (those the build has) but cuda.
 # usage                 what convoy::convoy puts on a consumer's compile lines (tests/consumer/usage).
+# two_libtorch          an official LibTorch (environment: CONVOY_OFFICIAL_TORCH, its prefix) beside
+#                       Debian's (CONVOY_DEBIAN_TORCH_DIR): Debian's config with the other's prefix
+#                       in CMAKE_PREFIX_PATH stops naming both; then, in the same build folder,
+#                       Torch_DIR alone takes the official one, headers, libraries and Caffe2 config.
 cmake_minimum_required(VERSION 3.25)
 
 foreach(required MODE CONVOY_SOURCE_DIR CONVOY_BINARY_DIR WORK_DIR)
@@ -181,6 +185,23 @@ elseif(MODE STREQUAL "usage")
   else()
     message(STATUS "[usage] no CUDA compiler: the CUDA consumer part was not checked")
   endif()
+elseif(MODE STREQUAL "two_libtorch")
+  set(official "$ENV{CONVOY_OFFICIAL_TORCH}")
+  set(debian "$ENV{CONVOY_DEBIAN_TORCH_DIR}")
+  set(app_args -DCONVOY_CONSUME=fetchcontent "-DCONVOY_SOURCE_DIR=${CONVOY_SOURCE_DIR}"
+               -DCONVOY_LINK_COMPONENTS=torch)
+  unset(ENV{CMAKE_PREFIX_PATH})  # only what each step names
+  # Debian's TorchConfig.cmake looks for libtorch and libc10 where CMAKE_PREFIX_PATH points first.
+  run_step("Debian's Torch_DIR, the other LibTorch in CMAKE_PREFIX_PATH" EXPECT_FAILURE
+    COMMAND "${CMAKE_COMMAND}" -S "${app_dir}" -B "${WORK_DIR}/build" ${configure_args} ${app_args}
+            "-DTorch_DIR=${debian}" "-DCMAKE_PREFIX_PATH=${official}")
+  expect_in_output("two LibTorch installations are mixed" "-DTorch_DIR=" "${official}")
+  # The same folder, its cache holding the first search's results: Torch_DIR picks one, whole.
+  run_step("the official LibTorch's Torch_DIR, Debian's installed"
+    COMMAND "${CMAKE_COMMAND}" -S "${app_dir}" -B "${WORK_DIR}/build" ${configure_args} ${app_args}
+            "-DTorch_DIR=${official}/share/cmake/Torch" "-UCMAKE_PREFIX_PATH")
+  expect_in_output("convoy::torch is built (LibTorch")
+  expect_in_output("from ${official})")
 else()
   message(FATAL_ERROR "run_configure_checks.cmake: unknown MODE '${MODE}'")
 endif()
