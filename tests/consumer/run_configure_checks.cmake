@@ -12,8 +12,9 @@
 # usage                 what convoy::convoy puts on a consumer's compile lines (tests/consumer/usage).
 # two_libtorch          an official LibTorch (environment: CONVOY_OFFICIAL_TORCH, its prefix) beside
 #                       Debian's (CONVOY_DEBIAN_TORCH_DIR): Debian's config with the other's prefix
-#                       in CMAKE_PREFIX_PATH stops naming both; then, in the same build folder,
-#                       Torch_DIR alone takes the official one, headers, libraries and Caffe2 config.
+#                       in CMAKE_PREFIX_PATH stops naming both; a folder configured with Debian's,
+#                       then given the official one's Torch_DIR, takes it whole (headers,
+#                       libraries and Caffe2 config), not beside the first search's results.
 cmake_minimum_required(VERSION 3.25)
 
 foreach(required MODE CONVOY_SOURCE_DIR CONVOY_BINARY_DIR WORK_DIR)
@@ -193,13 +194,18 @@ elseif(MODE STREQUAL "two_libtorch")
   unset(ENV{CMAKE_PREFIX_PATH})  # only what each step names
   # Debian's TorchConfig.cmake looks for libtorch and libc10 where CMAKE_PREFIX_PATH points first.
   run_step("Debian's Torch_DIR, the other LibTorch in CMAKE_PREFIX_PATH" EXPECT_FAILURE
-    COMMAND "${CMAKE_COMMAND}" -S "${app_dir}" -B "${WORK_DIR}/build" ${configure_args} ${app_args}
+    COMMAND "${CMAKE_COMMAND}" -S "${app_dir}" -B "${WORK_DIR}/mixed" ${configure_args} ${app_args}
             "-DTorch_DIR=${debian}" "-DCMAKE_PREFIX_PATH=${official}")
   expect_in_output("two LibTorch installations are mixed" "-DTorch_DIR=" "${official}")
-  # The same folder, its cache holding the first search's results: Torch_DIR picks one, whole.
-  run_step("the official LibTorch's Torch_DIR, Debian's installed"
-    COMMAND "${CMAKE_COMMAND}" -S "${app_dir}" -B "${WORK_DIR}/build" ${configure_args} ${app_args}
-            "-DTorch_DIR=${official}/share/cmake/Torch" "-UCMAKE_PREFIX_PATH")
+  # Debian's, then in the same folder, its cache holding Debian's Caffe2 config and libraries, the
+  # official one by Torch_DIR alone: taken whole, not beside what the first configure found.
+  run_step("Debian's LibTorch"
+    COMMAND "${CMAKE_COMMAND}" -S "${app_dir}" -B "${WORK_DIR}/switch" ${configure_args} ${app_args}
+            "-DTorch_DIR=${debian}")
+  expect_in_output("convoy::torch is built (LibTorch")
+  run_step("then the official LibTorch's Torch_DIR"
+    COMMAND "${CMAKE_COMMAND}" -S "${app_dir}" -B "${WORK_DIR}/switch" ${configure_args} ${app_args}
+            "-DTorch_DIR=${official}/share/cmake/Torch")
   expect_in_output("convoy::torch is built (LibTorch")
   expect_in_output("from ${official})")
 else()
