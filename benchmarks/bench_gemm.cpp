@@ -144,13 +144,6 @@ double calls_per_second(Kernels const& k, Shape const& s, std::vector<float> con
   return static_cast<double>(calls) / elapsed;
 }
 
-std::string cpu_text(convoy::math::CpuVectors v) {
-  if (v.avx512_bf16) return "AVX-512 with BF16";
-  if (v.avx512) return "AVX-512";
-  if (v.avx2_fma) return "AVX2";
-  return "no AVX2";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,9 +173,9 @@ int main(int argc, char** argv) {
     repeats = 1;
     seconds = 0.002;
   }
-  // What OpenBLAS chose by itself, read before anything selects; then what convoy would select.
-  std::string const detected = convoy::math::detail::openblas_core();
+  // What convoy selects, and what OpenBLAS had chosen by itself before that.
   auto const& chosen = convoy::math::host_blas_kernels();
+  std::string const& detected = chosen.detected;
   auto const cpu = convoy::math::cpu_vectors();
   convoy::exec::Host::ReplicaScope const one_thread;  // one OpenMP and one OpenBLAS thread
 
@@ -247,14 +240,14 @@ int main(int argc, char** argv) {
   std::printf(
       "SGEMM, 1 thread, MLP 784-500-10 at batch 200; CPU with %s; OpenBLAS detected %s, "
       "convoy selects %s; best of %d rounds, interleaved\n",
-      cpu_text(cpu).c_str(), detected.empty() ? "?" : detected.c_str(),
+      convoy::math::vectors_text(cpu).c_str(), detected.empty() ? "?" : detected.c_str(),
       chosen.core.empty() ? "nothing" : chosen.core.c_str(), repeats);
   std::printf("%-40s", "GFLOP/s");
   for (auto const& s : shapes) std::printf(" %15s", s.name.c_str());
   std::printf(" %9s %12s\n", "step ms", "vs Prescott");
   bench::Record record;
   record.set("benchmark", "gemm")
-      .set("cpu", cpu_text(cpu))
+      .set("cpu", convoy::math::vectors_text(cpu))
       .set("detected", detected)
       .set("selected", chosen.core)
       .set("repeats", repeats);

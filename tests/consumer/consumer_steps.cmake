@@ -1,7 +1,7 @@
 # What the consumer drivers (run_consumer.cmake, run_configure_checks.cmake,
 # run_install_recipe.cmake) share: the build's CMAKE_PREFIX_PATH ('|'-separated so the list stays
 # whole through ctest) handed on through the environment, which uses the platform's separator;
-# run_step; and doc_block.
+# run_step; doc_block; and expect_installed.
 if(PREFIX_PATH)
   string(REPLACE "|" ";" PREFIX_PATH "${PREFIX_PATH}")
   cmake_path(CONVERT "${PREFIX_PATH}" TO_NATIVE_PATH_LIST native_prefix_path)
@@ -41,4 +41,18 @@ function(doc_block file marker language out)
   string(FIND "${doc}" "\n```" end)
   string(SUBSTRING "${doc}" 0 ${end} block)
   set(${out} "${block}" PARENT_SCOPE)
+endfunction()
+
+# expect_installed(<prefix> <context>): what an install of convoy must hold under <prefix> (the
+# umbrella and a core header, the package's CMake files, the two programs); a missing file is fatal
+# and names it, then <context> (the step's output, say).
+function(expect_installed prefix context)
+  foreach(file include/convoy/convoy.hpp include/convoy/core/variables.hpp
+               share/cmake/convoy/convoy-config.cmake share/cmake/convoy/convoy-config-version.cmake
+               share/cmake/convoy/convoy-targets.cmake share/cmake/convoy/ConvoyDependencies.cmake
+               bin/convoy-launch bin/convoy-keygen)
+    if(NOT EXISTS "${prefix}/${file}")
+      message(FATAL_ERROR "[${MODE}] ${prefix}/${file} was not installed\n${context}")
+    endif()
+  endforeach()
 endfunction()

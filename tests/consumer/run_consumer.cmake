@@ -23,7 +23,7 @@ endif()
 set(app_dir "${CMAKE_CURRENT_LIST_DIR}/app")
 set(prefix "${WORK_DIR}/prefix")
 set(build "${WORK_DIR}/build")
-include("${CMAKE_CURRENT_LIST_DIR}/consumer_steps.cmake")  # PREFIX_PATH, run_step
+include("${CMAKE_CURRENT_LIST_DIR}/consumer_steps.cmake")  # PREFIX_PATH, run_step, expect_installed
 
 # Same compiler, build type and generator as the build under test; never the user package registry.
 set(configure_args -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
@@ -67,14 +67,7 @@ list(JOIN link_components "," link_components)
 if(MODE STREQUAL "install")
   run_step("install convoy into ${prefix}"
     COMMAND "${CMAKE_COMMAND}" --install "${CONVOY_BINARY_DIR}" --prefix "${prefix}" ${config_args})
-  foreach(file include/convoy/core/variables.hpp share/cmake/convoy/convoy-config.cmake
-               share/cmake/convoy/convoy-config-version.cmake share/cmake/convoy/convoy-targets.cmake
-               share/cmake/convoy/ConvoyDependencies.cmake bin/convoy-launch
-               bin/convoy-keygen)
-    if(NOT EXISTS "${prefix}/${file}")
-      message(FATAL_ERROR "[install] ${prefix}/${file} was not installed")
-    endif()
-  endforeach()
+  expect_installed("${prefix}" "")
   run_step("components (${COMPONENTS})"
     COMMAND "${CMAKE_COMMAND}" -S "${CMAKE_CURRENT_LIST_DIR}/components" -B "${WORK_DIR}/components"
             ${configure_args} "-DCMAKE_PREFIX_PATH=${prefix}" "-DCONVOY_EXPECTED_COMPONENTS=${COMPONENTS}")

@@ -12,7 +12,8 @@ foreach(required MODE CONVOY_SOURCE_DIR WORK_DIR)
     message(FATAL_ERROR "run_install_recipe.cmake: pass -D${required}=...")
   endif()
 endforeach()
-include("${CMAKE_CURRENT_LIST_DIR}/consumer_steps.cmake")  # PREFIX_PATH, run_step, doc_block
+# PREFIX_PATH, run_step, doc_block, expect_installed
+include("${CMAKE_CURRENT_LIST_DIR}/consumer_steps.cmake")
 
 doc_block("${CONVOY_SOURCE_DIR}/docs/packaging.md"
   "<!-- tested: tests/consumer/run_install_recipe.cmake -->" sh recipe)
@@ -43,12 +44,5 @@ find_program(shell sh REQUIRED)
 run_step("the recipe, in ${WORK_DIR}"
   COMMAND "${shell}" -e -x -c "cd '${WORK_DIR}'\n${recipe}")
 
-# What "Install, then find_package" says the install holds.
-foreach(file include/convoy/convoy.hpp share/cmake/convoy/convoy-config.cmake
-             share/cmake/convoy/convoy-config-version.cmake share/cmake/convoy/convoy-targets.cmake
-             share/cmake/convoy/ConvoyDependencies.cmake bin/convoy-launch bin/convoy-keygen)
-  if(NOT EXISTS "${prefix}/${file}")
-    message(FATAL_ERROR "[${MODE}] the recipe did not install ${prefix}/${file}:\n${step_output}")
-  endif()
-endforeach()
+expect_installed("${prefix}" "${step_output}")  # what "Install, then find_package" says it holds
 message(STATUS "[${MODE}] ok")

@@ -58,6 +58,14 @@ inline CpuVectors cpu_vectors() {
   return v;
 }
 
+/// The CpuVectors in words: "AVX-512 with BF16", "AVX-512", "AVX2" or "no AVX2".
+inline std::string vectors_text(CpuVectors v) {
+  if (v.avx512_bf16) return "AVX-512 with BF16";
+  if (v.avx512) return "AVX-512";
+  if (v.avx2_fma) return "AVX2";
+  return "no AVX2";
+}
+
 namespace detail {
 
 // How wide a vector an OpenBLAS core's SGEMM kernel uses: 2 for AVX-512, 1 for AVX2 with FMA (Zen's
@@ -109,13 +117,14 @@ struct BlasKernels {
     if (library.empty()) return "a CBLAS other than OpenBLAS, with kernels of its own choosing";
     std::string line = library + ", " + core + " kernels (";
     if (chosen_by == KernelChoice::convoy) {
-      line += "chosen by convoy from the CPU's " + vectors() + "; OpenBLAS named it " + detected;
+      line += "chosen by convoy from the CPU's " + vectors_text(cpu) + "; OpenBLAS named it " +
+              detected;
     } else if (chosen_by == KernelChoice::environment) {
       line += "OPENBLAS_CORETYPE";
       if (core_to_select(core, cpu).empty()) {
         line += " chose them";
       } else {
-        line += " chose them, over the CPU's " + vectors() + ", which convoy respects";
+        line += " chose them, over the CPU's " + vectors_text(cpu) + ", which convoy respects";
       }
     } else if (!selectable) {
       line += "an OpenBLAS built for one core; convoy selects nothing";
@@ -123,13 +132,6 @@ struct BlasKernels {
       line += "chosen by OpenBLAS";
     }
     return line + ")";
-  }
-
- private:
-  std::string vectors() const {
-    if (cpu.avx512_bf16) return "AVX-512 with BF16";
-    if (cpu.avx512) return "AVX-512";
-    return "AVX2";
   }
 };
 

@@ -23,6 +23,7 @@
 #include "../core/gradients_ready.hpp"
 #include "../core/tensor.hpp"
 #include "../core/variables.hpp"
+#include "detail/tensors.hpp"
 
 // The namespace is libtorch, not torch: inside namespace convoy, or after `using namespace
 // convoy`, a convoy::torch would hide or clash with LibTorch's own ::torch.
@@ -80,13 +81,13 @@ class Model {
     for (auto const& item : module().named_parameters()) {
       auto const& t = item.value();
       check_host(item.key(), t);
-      auto id = vars_.add(item.key(), shape_of(t));
+      auto id = vars_.add(item.key(), detail::shape_of(t));
       copy_into(t, vars_.value(id));
     }
     for (auto const& item : module().named_buffers()) {
       auto const& t = item.value();
       check_host(item.key(), t);
-      auto id = vars_.add_state(item.key(), shape_of(t));
+      auto id = vars_.add_state(item.key(), detail::shape_of(t));
       copy_into(t, vars_.value(id));
     }
     if (vars_.size() == 0 || vars_.list().front().trainable == false) {
@@ -139,8 +140,7 @@ class Model {
             "place::Host, place::Mirrored or place::CentralStorage");
       }
     }
-    Pass pass("forward_backward");
-    auto const input = input_of(batch);
+    Pass pass("forward_backward", input_of(batch));
     return in_torch(pass, batch, [&] {
       use_threads();
       bind();
@@ -148,7 +148,7 @@ class Model {
       std::ranges::fill(vars_.grads(), 0.0f);
       load_buffers();
       announcer_->start(ready, vars_.size());
-      auto const output = forward(input, pass);
+      auto const output = forward(pass);
       pass.stage = Stage::loss;
       auto const loss = options_->loss(output, batch);
       // The buffers' change, old minus new (Variables::add_state), is known once the forward
@@ -171,14 +171,13 @@ class Model {
   /// Loss sum and correct predictions over the batch, in eval() mode (BatchNorm normalizes with
   /// its running statistics) and without autograd; touches no gradient.
   Metrics evaluate(Batch const& batch) {
-    Pass pass("evaluate");
-    auto const input = input_of(batch);
+    Pass pass("evaluate", input_of(batch));
     return in_torch(pass, batch, [&] {
       bind();
       module().eval();
       ::torch::NoGradGuard no_grad;
       load_buffers();
-      auto const output = forward(input, pass);
+      auto const output = forward(pass);
       pass.stage = Stage::loss;
       Metrics m;
       m.count = batch.rows;
@@ -232,12 +231,13 @@ class Model {
   // in LibTorch's message only as the sizes of some internal tensor.
   enum class Stage { forward, loss, backward, metrics };
   struct Pass {
-    explicit Pass(char const* call_name) : call(call_name) {}
+    Pass(char const* call_name, ::torch::Tensor module_input)
+        : call(call_name), input(std::move(module_input)) {}
     char const* call;  // "forward_backward" or "evaluate"
     Stage stage = Stage::forward;
     // The module's input and, once it returned, its output: handles, not copies, whose shapes
     // are put in words only when a pass fails, so that a step that succeeds formats nothing.
-    ::torch::Tensor input{};
+    ::torch::Tensor input;
     ::torch::Tensor output{};
   };
 
@@ -253,12 +253,11 @@ class Model {
   }
 
   std::string failure(Pass const& pass, Batch const& batch) const {
-    auto const shape = [](::torch::Tensor const& t) {
-      return t.defined() ? to_string(shape_of(t)) : std::string("(none yet)");
-    };
-    std::string const rows = "the module's input was " + shape(pass.input) +
+    std::string const rows = "the module's input was " + to_string(detail::shape_of(pass.input)) +
                              " (rows, then row_shape " + row_shape_text() + ")";
-    std::string const output = "the module's output " + shape(pass.output);
+    std::string const output =
+        "the module's output " + (pass.output.defined() ? to_string(detail::shape_of(pass.output))
+                                                        : std::string("(none yet)"));
     std::string text = std::string("convoy: libtorch::Model::") + pass.call + ": ";
     switch (pass.stage) {
       case Stage::forward:
@@ -287,11 +286,6 @@ class Model {
     return "the batch's labels " + std::to_string(low) + ".." + std::to_string(high);
   }
 
-  static Shape shape_of(::torch::Tensor const& t) {
-    Shape shape;
-    for (auto d : t.sizes()) shape.push_back(static_cast<std::size_t>(d));
-    return shape;
-  }
   static void check_host(std::string const& name, ::torch::Tensor const& t) {
     if (!t.device().is_cpu()) {
       throw Error("convoy: '" + name + "' of the LibTorch module is on " + t.device().str() +
@@ -316,9 +310,9 @@ class Model {
     };
     std::map<std::string, Shaped> built;
     for (auto const& item : module().named_parameters())
-      built.emplace(item.key(), Shaped{shape_of(item.value())});
+      built.emplace(item.key(), Shaped{detail::shape_of(item.value())});
     for (auto const& item : module().named_buffers())
-      built.emplace(item.key(), Shaped{shape_of(item.value())});
+      built.emplace(item.key(), Shaped{detail::shape_of(item.value())});
     vars_.check_names(built, "the module the LibTorch factory built");
     params_.clear();
     buffers_.clear();
@@ -381,11 +375,10 @@ class Model {
     return ::torch::from_blob(const_cast<float*>(batch.features.data()), sizes, ::torch::kFloat);
   }
 
-  ::torch::Tensor forward(::torch::Tensor const& input, Pass& pass) {
-    pass.input = input;
-    auto output = module_forward(input);
-    pass.output = output;
-    return output;
+  // The module's forward pass on the pass's input; the pass keeps the output for a later error.
+  ::torch::Tensor forward(Pass& pass) {
+    pass.output = module_forward(pass.input);
+    return pass.output;
   }
 
   ::torch::Tensor module_forward(::torch::Tensor const& input) {

@@ -70,6 +70,17 @@ inline void load_module_weights(::torch::nn::Module& module, std::filesystem::pa
   set_module_weights(module, read_weights_file(path, format), "loading '" + path.string() + "'");
 }
 
+/// Writes `named`, the weights of a module of `module`'s architecture, to `path`: LibTorch's
+/// archive for ".pt" (save_pt, shaped by `module`), else a convoy weights file in `format` or the
+/// one the extension names; read_weights_file's counterpart. Replaced atomically. Blocks on file
+/// I/O. Throws as save_pt and io::save_named do, naming the path.
+inline void write_weights_file(std::filesystem::path const& path, ::torch::nn::Module const& module,
+                               std::map<std::string, Tensor> const& named,
+                               std::optional<io::Format> format = {}) {
+  if (!format && is_pt_file(path)) return save_pt(path, module, named);
+  io::save_named(path, named, format ? *format : io::format_for(path));
+}
+
 /// Saves `module`'s parameters and buffers by name to `path`: LibTorch's archive for ".pt" (what
 /// torch::save(module, path) writes, save_pt), else a convoy weights file in `format` or the one
 /// the extension names, which Trainer::load_weights, io::load_weights and libtorch::load_weights
@@ -78,8 +89,7 @@ inline void load_module_weights(::torch::nn::Module& module, std::filesystem::pa
 inline void save_module_weights(::torch::nn::Module const& module,
                                 std::filesystem::path const& path,
                                 std::optional<io::Format> format = {}) {
-  if (!format && is_pt_file(path)) return save_pt(path, module, module_weights(module));
-  io::save_named(path, module_weights(module), format ? *format : io::format_for(path));
+  write_weights_file(path, module, module_weights(module), format);
 }
 
 }  // namespace convoy::libtorch

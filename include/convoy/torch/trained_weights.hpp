@@ -41,9 +41,7 @@ concept trains_libtorch_model = requires(T const& t) {
 template <trains_libtorch_model T>
 void save_weights(T const& trained, std::filesystem::path const& path,
                   std::optional<io::Format> format = {}) {
-  if (!format && is_pt_file(path))
-    return save_pt(path, *trained.model().net(), trained.get_weights());
-  io::save_named(path, trained.get_weights(), format ? *format : io::format_for(path));
+  write_weights_file(path, *trained.model().net(), trained.get_weights(), format);
 }
 
 /// Loads the weights in `path` into every replica of `trained` by name: a LibTorch archive
