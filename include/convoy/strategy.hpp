@@ -213,6 +213,10 @@ class Strategy {
                     Sync sync = {})
     requires shards_agree
       : engine_(std::move(prototype), placement, comm, sync) {
+    // The host's GEMM kernels are chosen here, on the thread that builds the strategy, before its
+    // replica threads run: the choice switches OpenBLAS for the whole process and briefly sets a
+    // variable of the environment (math/blas_kernels.hpp), which no other thread may then read.
+    static_cast<void>(math::host_blas_kernels());
     if constexpr (requires { placement.log_placement; }) {
       if (placement.log_placement) log_placement(std::clog);
     }

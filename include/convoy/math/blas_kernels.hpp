@@ -194,10 +194,11 @@ inline BlasKernels select_kernels(std::string const& detected, char const* user_
 /// The host BLAS's kernels, selected once per process on the first call: where a DYNAMIC_ARCH
 /// OpenBLAS fell back to a core narrower than the CPU's vectors (Prescott on an AVX-512 Xeon), it
 /// runs core_for(cpu_vectors()) instead, unless OPENBLAS_CORETYPE is set, which is the user's
-/// choice and stands. math::gemm calls it before its first GEMM. Thread-safe: the first call
-/// selects while later ones wait. The selection briefly sets OPENBLAS_CORETYPE, so it must not
-/// meet a BLAS call made outside convoy nor another thread's getenv; calling it from main before
-/// starting threads (as fashion_mnist does, to print its line) keeps both away. Never throws but
+/// choice and stands. A Strategy's constructor calls it, before its replica threads run, and
+/// math::gemm before its first GEMM. Thread-safe: the first call selects while later ones wait.
+/// The selection briefly sets OPENBLAS_CORETYPE, so it must not meet a BLAS call made outside
+/// convoy nor another thread's getenv; a program that starts threads of its own before its
+/// strategy calls it from main first (as fashion_mnist does, to print its line). Never throws but
 /// std::bad_alloc.
 inline BlasKernels const& host_blas_kernels() {
   static BlasKernels kernels;
