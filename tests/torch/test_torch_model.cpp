@@ -135,6 +135,66 @@ TEST_CASE("gradients are announced during the backward pass, last layer first, e
   CHECK(order[0] >= 2);  // fc's weight or bias, before the convolution's
 }
 
+// A layer applied twice, and one the loss never reaches.
+struct TiedImpl : nn::Module {
+  TiedImpl()
+      : twice(register_module("twice", nn::Linear(side * side, side * side))),
+        unused(register_module("unused", nn::Linear(side * side, 3))),
+        out(register_module("out", nn::Linear(side * side, 3))) {}
+  ::torch::Tensor forward(::torch::Tensor x) {
+    x = x.view({x.size(0), side * side});
+    return out(::torch::relu(twice(::torch::relu(twice(x)))));
+  }
+  nn::Linear twice, unused, out;
+};
+TORCH_MODULE(Tied);
+
+TEST_CASE("a layer used twice gets its summed gradient, one the loss misses a zero one") {
+  auto const batch = rows_of(0, 8);
+  ::torch::manual_seed(3);
+  Tied plain;
+  auto const x = ::torch::from_blob(const_cast<float*>(batch.features.data()), {8, side * side});
+  libtorch::cross_entropy(plain->forward(x), batch).backward();
+
+  ::torch::manual_seed(3);
+  libtorch::Model<Tied> m([] { return Tied(); });
+  auto& vars = m.variables();
+  std::ranges::fill(vars.grads(), 1.0f);  // what a previous step left
+  std::size_t announced = 0;
+  auto count = [&](VariableId first, VariableId last) {
+    announced += last.index - first.index + 1;
+  };
+  m.forward_backward(batch, GradientsReady(count));
+  CHECK(announced == vars.size());
+  for (auto const& item : plain->named_parameters()) {
+    CAPTURE(item.key());
+    auto const grad = vars.grad(vars.at(item.key()));
+    if (item.key().starts_with("unused")) {
+      CHECK_FALSE(item.value().grad().defined());
+      CHECK(std::ranges::all_of(grad, [](float g) { return g == 0.0f; }));
+      continue;
+    }
+    auto const expected = item.value().grad().contiguous();
+    REQUIRE(static_cast<std::size_t>(expected.numel()) == grad.size());
+    float worst = 0.0f;
+    for (std::size_t i = 0; i < grad.size(); ++i)
+      worst = std::max(worst, std::abs(grad[i] - expected.data_ptr<float>()[i]));
+    CHECK(worst < 1e-6f);
+  }
+  // After the pass the parameters' grads are the arena again, so a backward pass the user runs
+  // outside forward_backward accumulates there, as LibTorch's own does.
+  auto const params = m.net()->parameters();
+  CHECK(params[0].grad().data_ptr<float>() == vars.grads().data());
+  std::vector<float> const once(vars.grads().begin(), vars.grads().end());
+  auto module = m.net();  // a handle of the same module
+  libtorch::cross_entropy(module->forward(x), batch).backward();
+  auto const first = vars.grad(VariableId{0});
+  float worst = 0.0f;
+  for (std::size_t i = 0; i < first.size(); ++i)
+    worst = std::max(worst, std::abs(first[i] - 2.0f * once[i]));
+  CHECK(worst < 1e-6f);
+}
+
 TEST_CASE("each replica thread computes with one LibTorch thread") {
   auto m = make_model(false);
   int seen = 0;

@@ -1,7 +1,7 @@
 // libtorch::Model<Net>: any LibTorch module as a convoy model. Its parameters and gradients are
 // views of convoy's two arenas, named as named_parameters() names them, so every strategy trains
-// it, every file speaks LibTorch's names, and nothing is copied per step. Part of the optional
-// component convoy::torch; convoy.hpp does not include it.
+// it, every file speaks LibTorch's names, and a step copies no weight (each gradient once, into
+// the arena). Part of the optional component convoy::torch; convoy.hpp does not include it.
 #pragma once
 
 #include <omp.h>
@@ -13,7 +13,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -145,9 +144,8 @@ class Model {
       use_threads();
       bind();
       module().train();
-      std::ranges::fill(vars_.grads(), 0.0f);
       load_buffers();
-      announcer_->start(ready, vars_.size());
+      gradients_->start(ready);
       auto const output = forward(pass);
       pass.stage = Stage::loss;
       auto const loss = options_->loss(output, batch);
@@ -156,11 +154,14 @@ class Model {
       for (auto const& [id, buffer] : buffers_) {
         auto const old = view(vars_.value(id), buffer);
         view(vars_.grad(id), buffer).copy_(old - buffer.to(::torch::kFloat));
-        announcer_->tell(id.index);
+        gradients_->tell(id.index);
       }
       pass.stage = Stage::backward;
-      loss.backward();
-      announcer_->finish();
+      {
+        Backward const backward(*this);
+        loss.backward();
+      }
+      gradients_->finish();
       return loss.template item<float>();
     });
   }
@@ -195,34 +196,63 @@ class Model {
  private:
   struct host_context {};
 
-  // Which variables' gradients are final, told to the engine as autograd writes them. A hook on a
-  // parameter runs just before autograd adds its gradient into the arena, so each parameter is
-  // announced when the next one's hook runs, or when the backward pass ends.
-  struct Announcer {
+  // Takes each parameter's gradient from its hook into the gradient arena and tells the engine
+  // at once, so a collective engine exchanges it while the backward pass goes on. A hook on a
+  // leaf sees the gradient autograd has summed for it, once, before AccumulateGrad; with the
+  // parameter's grad left undefined for the pass, AccumulateGrad then keeps that tensor without a
+  // copy. The arena is written once, by the copy, where zeroing it and letting autograd add into
+  // it wrote it twice and read it once more: LibTorch 2.x's zero_grad() sets gradients to none, so
+  // a plain loop pays neither (docs/torch.md measures it).
+  struct GradientSink {
     GradientsReady ready;
-    std::optional<std::size_t> pending;
+    std::vector<::torch::Tensor> arena;  // by variable id: a parameter's gradient in the arena
     std::vector<char> told;
+    bool active = false;
 
-    void start(GradientsReady r, std::size_t count) {
+    void start(GradientsReady r) {
       ready = r;
-      pending.reset();
-      told.assign(count, 0);
+      told.assign(arena.size(), 0);
     }
-    void arrived(std::size_t id) {
-      if (told.empty()) return;  // a backward pass the user runs outside forward_backward
-      if (pending) tell(*pending);
-      pending = id;
+    // Called by a parameter's hook; outside forward_backward (a backward pass the user runs), the
+    // gradient accumulates into the arena view as autograd's own does.
+    void arrived(std::size_t id, ::torch::Tensor const& grad) {
+      if (!active || told[id]) return;
+      arena[id].copy_(grad);
+      tell(id);
     }
     void tell(std::size_t id) {
       if (told[id]) return;
       told[id] = 1;
       ready(VariableId{id}, VariableId{id});
     }
+    // Parameters the loss did not reach have a zero gradient.
     void finish() {
-      for (std::size_t id = 0; id < told.size(); ++id) tell(id);
-      told.clear();
-      pending.reset();
+      for (std::size_t id = 0; id < told.size(); ++id) {
+        if (!told[id] && arena[id].defined()) arena[id].zero_();
+        tell(id);
+      }
     }
+  };
+
+  // The backward pass's scope: the parameters' grads are undefined within it, so that the hooks
+  // take every gradient, and views of the arena again after it, as a user who runs backward()
+  // outside forward_backward, or reads a parameter's grad(), expects.
+  class Backward {
+   public:
+    explicit Backward(Model& model) : model_(model) {
+      for (auto& [id, param] : model_.params_) param.mutable_grad() = ::torch::Tensor();
+      model_.gradients_->active = true;
+    }
+    Backward(Backward const&) = delete;
+    Backward& operator=(Backward const&) = delete;
+    ~Backward() {
+      model_.gradients_->active = false;
+      for (auto& [id, param] : model_.params_)
+        param.mutable_grad() = model_.gradients_->arena[id.index];
+    }
+
+   private:
+    Model& model_;
   };
 
   ::torch::nn::Module& module() { return *net_; }
@@ -323,8 +353,8 @@ class Model {
     bound_weights_ = nullptr;
     bind();
     for (auto& [id, param] : params_) {
-      param.register_hook([announcer = announcer_, index = id.index](::torch::Tensor const&) {
-        announcer->arrived(index);
+      param.register_hook([sink = gradients_, index = id.index](::torch::Tensor const& grad) {
+        sink->arrived(index, grad);
       });
     }
   }
@@ -334,9 +364,11 @@ class Model {
   void bind() {
     if (vars_.weights().data() == bound_weights_ && vars_.grads().data() == bound_grads_) return;
     ::torch::NoGradGuard no_grad;
+    gradients_->arena.assign(vars_.size(), ::torch::Tensor());
     for (auto& [id, param] : params_) {
       param.set_data(view(vars_.value(id), param));
-      param.mutable_grad() = view(vars_.grad(id), param);
+      gradients_->arena[id.index] = view(vars_.grad(id), param);
+      param.mutable_grad() = gradients_->arena[id.index];
     }
     bound_weights_ = vars_.weights().data();
     bound_grads_ = vars_.grads().data();
@@ -412,7 +444,7 @@ class Model {
   Variables vars_;
   std::vector<std::pair<VariableId, ::torch::Tensor>> params_;
   std::vector<std::pair<VariableId, ::torch::Tensor>> buffers_;
-  std::shared_ptr<Announcer> announcer_ = std::make_shared<Announcer>();
+  std::shared_ptr<GradientSink> gradients_ = std::make_shared<GradientSink>();
   float const* bound_weights_ = nullptr;
   float const* bound_grads_ = nullptr;
 };
