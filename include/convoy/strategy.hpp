@@ -6,6 +6,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory_resource>
@@ -16,10 +17,12 @@
 #include <utility>
 #include <vector>
 
+#include "comm/engine.hpp"
 #include "comm/in_process.hpp"
 #include "core/concepts.hpp"
 #include "core/error.hpp"
 #include "core/snapshot.hpp"
+#include "io/checkpoint.hpp"
 #include "math/blas_kernels.hpp"
 #include "optim/optimizer.hpp"
 #include "place/central_storage.hpp"
@@ -46,14 +49,20 @@ template <class Rule>
 inline constexpr bool is_sharded<place::Sharded<Rule>> = true;
 /// A Comm that keeps the variables on parameter-server shards says so (comm::ZmqPs).
 template <class C>
-concept serves_shards = requires { requires C::serves_shards; };
+concept serves_shards = requires {
+  requires C::serves_shards;
+};
 /// A Comm whose replicas exchange through collectives, every replica in every exchange
 /// (comm::Nccl).
 template <class C>
-concept collective = requires { requires C::collective; };
+concept collective = requires {
+  requires C::collective;
+};
 /// A collective whose replicas compute on the host, across processes (comm::Gloo).
 template <class C>
-concept host_collective = collective<C> && requires { requires C::host_collective; };
+concept host_collective = collective<C> && requires {
+  requires C::host_collective;
+};
 
 // The engine Comm brings, or an empty stand-in while a static_assert below reports a policy in the
 // wrong slot or an engine not defined in this build (so that the message is the only error).
@@ -63,7 +72,7 @@ struct engine_of {
   using type = no_engine;
 };
 template <class M, class P, class C, class S>
-  requires communication_policy<C> && requires { sizeof(typename C::template engine<M, P, S>); }
+requires communication_policy<C> && requires { sizeof(typename C::template engine<M, P, S>); }
 struct engine_of<M, P, C, S> {
   using type = typename C::template engine<M, P, S>;
 };
@@ -71,22 +80,6 @@ struct no_engine_of {
   using type = no_engine;
 };
 
-/// What Strategy forwards to: an engine runs plans and owns a state (comm::ReplicaGroup, or a
-/// cluster's client) that answers by name.
-template <class E>
-concept engine = requires(E& e, E const& ce, RunPlan const& plan, Snapshot const& snapshot,
-                          std::span<float> out, optim::Optimizer const& opt) {
-  e.run(plan);
-  { ce.lock_step() } -> std::same_as<bool>;
-  { ce.state().snapshot() } -> std::same_as<Snapshot>;
-  e.state().restore(snapshot);
-  ce.state().read_weights(out);
-  e.state().set_optimizer(opt);
-  { ce.state().optimizer() } -> std::convertible_to<optim::Optimizer const&>;
-  { ce.state().counters() } -> std::convertible_to<Counters const&>;
-  { ce.state().layout() } -> std::same_as<Variables const&>;
-  { ce.state().size() } -> std::convertible_to<std::size_t>;
-};
 }  // namespace detail
 
 /// A model distributed by a placement, a communication and a synchronization policy. Owns the
@@ -113,9 +106,10 @@ class Strategy {
       "convoy: Strategy's second argument must be a placement policy: place::Host, place::Gpu, "
       "place::Mirrored, place::MirroredGpus, place::CentralStorage, place::CentralStorageGpus or "
       "place::Sharded<Rule>.");
-  static_assert(!placement_policy<Placement> || gives_contexts<Placement>,
-                "convoy: a placement policy needs 'context_type', 'context_type context(std::size_t "
-                "replica) const' and 'int replica_count() const'; see place/mirrored.hpp.");
+  static_assert(
+      !placement_policy<Placement> || gives_contexts<Placement>,
+      "convoy: a placement policy needs 'context_type', 'context_type context(std::size_t "
+      "replica) const' and 'int replica_count() const'; see place/mirrored.hpp.");
   static_assert(
       communication_policy<Comm>,
       "convoy: Strategy's third argument must be a communication policy: comm::InProcess, "
@@ -184,23 +178,23 @@ class Strategy {
   // not even looked at, since building it would fail on the placement (incomplete without
   // <convoy/comm/zmq_ps.hpp>) with errors after the static_assert's message.
   static constexpr bool shards_agree = detail::is_sharded<Placement> == detail::serves_shards<Comm>;
-  using engine_type = typename std::conditional_t<shards_agree,
-                                                  detail::engine_of<Model, Placement, Comm, Sync>,
-                                                  detail::no_engine_of>::type;
+  using engine_type =
+      typename std::conditional_t<shards_agree, detail::engine_of<Model, Placement, Comm, Sync>,
+                                  detail::no_engine_of>::type;
   using placement_argument = std::conditional_t<shards_agree, Placement, detail::no_engine>;
   static_assert(!detail::host_collective<Comm> || std::same_as<Sync, sync::Asynchronous> ||
                     !(std::same_as<Placement, place::Host> ||
                       std::same_as<Placement, place::Mirrored>) ||
-                    detail::engine<engine_type>,
+                    engine<engine_type>,
                 "convoy: comm::Gloo's engine needs convoy::gloo (link it; Debian's libgloo-dev), "
                 "with which <convoy/comm/gloo.hpp> brings it (docs/gloo.md).");
   static_assert(!detail::collective<Comm> || detail::host_collective<Comm> ||
-                    std::same_as<Sync, sync::Asynchronous> || detail::engine<engine_type>,
+                    std::same_as<Sync, sync::Asynchronous> || engine<engine_type>,
                 "convoy: comm::Nccl's engine runs on CUDA devices: it needs convoy::nccl and "
                 "convoy::cuda (a file compiled by nvcc), where <convoy/comm/nccl.hpp> brings it "
                 "(docs/nccl.md). On the host, use comm::InProcess.");
   static_assert(!communication_policy<Comm> || detail::collective<Comm> || !shards_agree ||
-                    detail::engine<engine_type>,
+                    engine<engine_type>,
                 "convoy: a communication policy needs 'template <class Model, class Placement, "
                 "class Sync> using engine = ...' naming an engine with run(plan), lock_step() and "
                 "state() (see comm/replica_group.hpp); see comm/in_process.hpp.");
@@ -210,14 +204,13 @@ class Strategy {
   /// PlacementError when a strict placement cannot be honoured, and Error for a policy knob out of
   /// range (replicas_to_aggregate, a timeout).
   explicit Strategy(Model prototype, placement_argument placement = {}, Comm comm = {},
-                    Sync sync = {})
-    requires shards_agree
+                    Sync sync = {}) requires shards_agree
       : engine_(std::move(prototype), placement, comm, sync) {
     // The host's GEMM kernels are chosen here, on the thread that builds the strategy, before its
     // replica threads run: the choice switches OpenBLAS for the whole process and briefly sets a
     // variable of the environment (math/blas_kernels.hpp), which no other thread may then read.
     static_cast<void>(math::host_blas_kernels());
-    if constexpr (requires { placement.log_placement; }) {
+    if constexpr (asks_placement_log<Placement>) {
       if (placement.log_placement) log_placement(std::clog);
     }
   }
@@ -226,9 +219,7 @@ class Strategy {
   // error (the placement may be an incomplete type there, which not even the constructor above
   // may name: GCC reads its default argument before its constraint).
   template <class... Rest>
-  explicit Strategy(Model, Rest&&...)
-    requires(!shards_agree)
-  {}
+  explicit Strategy(Model, Rest&&...) requires(!shards_agree) {}
 
   Strategy(Strategy const&) = delete;
   Strategy& operator=(Strategy const&) = delete;
@@ -238,7 +229,7 @@ class Strategy {
   engine_type& engine() { return engine_; }
   /// Whether this task writes checkpoints: always in one process; in a cluster, the chief only.
   bool chief() const {
-    if constexpr (requires { engine_.chief(); }) {
+    if constexpr (has_chief<engine_type>) {
       return engine_.chief();
     } else {
       return true;
@@ -247,7 +238,7 @@ class Strategy {
   /// Whether after_step hears of every update (one process), or only of this task's own (a
   /// cluster's worker).
   bool sees_every_update() const {
-    if constexpr (requires { engine_.sees_every_update(); }) {
+    if constexpr (may_miss_updates<engine_type>) {
       return engine_.sees_every_update();
     } else {
       return true;
@@ -255,7 +246,7 @@ class Strategy {
   }
   /// Whether run() serves others instead of training (a cluster's ps task).
   bool serves() const {
-    if constexpr (requires { engine_.serves(); }) {
+    if constexpr (may_serve<engine_type>) {
       return engine_.serves();
     } else {
       return false;
@@ -265,14 +256,19 @@ class Strategy {
   /// Where replica `replica`'s batches are best gathered (io::BatchBuffer): page-locked host memory
   /// when it computes on a GPU, so that its copy to the device is a DMA; the heap otherwise.
   std::pmr::memory_resource* batch_memory(std::size_t replica) const {
-    return ask_context(
-        replica, [](auto const& c) -> decltype(c.batch_memory()) { return c.batch_memory(); },
-        std::pmr::new_delete_resource());
+    if constexpr (gives_replica_contexts<engine_type>) {
+      using context = std::remove_cvref_t<decltype(engine_.context(replica))>;
+      if constexpr (has_batch_memory<context>) return engine_.context(replica).batch_memory();
+    }
+    return std::pmr::new_delete_resource();
   }
   /// Whether replica `replica` computes on a device (a GPU placement that found its device).
   bool on_device(std::size_t replica) const {
-    return ask_context(
-        replica, [](auto const& c) -> decltype(c.on_device()) { return c.on_device(); }, false);
+    if constexpr (gives_replica_contexts<engine_type>) {
+      using context = std::remove_cvref_t<decltype(engine_.context(replica))>;
+      if constexpr (may_compute_on_device<context>) return engine_.context(replica).on_device();
+    }
+    return false;
   }
   /// True when every replica takes every step together (one replica, or Synchronous aggregating
   /// all): a callback then sees every replica at rest.
@@ -286,7 +282,7 @@ class Strategy {
   /// and for a Comm whose optimizer runs elsewhere (comm::ZmqPs: the shards apply the updates with
   /// the settings they were started with).
   void set_learning_rate(float rate) {
-    if constexpr (requires { engine_.state().set_learning_rate(rate); }) {
+    if constexpr (adjusts_learning_rate<engine_type>) {
       engine_.state().set_learning_rate(rate);
     } else {
       throw Error("convoy: Strategy::set_learning_rate cannot change the learning rate under " +
@@ -320,6 +316,18 @@ class Strategy {
   /// Restores a snapshot; checks everything first (see ReplicaGroup::restore).
   void restore(Snapshot const& snapshot) { engine_.state().restore(snapshot); }
 
+  /// Writes a checkpoint of the whole state with the data order's seed into `dir`, atomically;
+  /// returns its path. In a cluster the shards write their own parts, committed by the chief's
+  /// manifest. Blocks while writing (in asynchronous runs every replica that finishes a step
+  /// meanwhile waits for it).
+  std::filesystem::path save_checkpoint(std::filesystem::path const& dir, std::uint64_t data_seed) {
+    if constexpr (writes_own_checkpoint<engine_type>) {
+      return engine_.state().save_checkpoint(dir, data_seed);
+    } else {
+      return io::save_checkpoint(dir, io::Checkpoint{snapshot(), data_seed});
+    }
+  }
+
   /// Variable names, shapes and offsets of the flat weights.
   Variables const& layout() const { return engine_.state().layout(); }
   /// The authoritative weights, flat in layout order. Safe from a callback.
@@ -340,13 +348,10 @@ class Strategy {
   /// gradients live in other processes (comm::ZmqPs). Under a collective (comm::Nccl) the mean is
   /// over every replica of the run; with BoundedStaleness<S> there, over this process's replicas.
   std::map<std::string, Tensor> get_gradients() const {
-    if constexpr (requires { engine_.state().scaled_gradient_sum(std::size_t{0}, 1.0f); }) {
-      if (!lock_step()) return {};
-      auto const& group = engine_.state();
-      float const scale = 1.0f / static_cast<float>(group.size());
-      return layout().named(group.scaled_gradient_sum(group.size(), scale));
-    } else if constexpr (requires { engine_.mean_gradients(); }) {
-      return layout().named(engine_.mean_gradients());  // a collective engine (comm::Nccl)
+    if constexpr (gives_mean_gradients<engine_type>) {
+      auto const mean = engine_.mean_gradients();
+      if (mean.empty()) return {};
+      return layout().named(mean);
     } else {
       return {};
     }
@@ -375,21 +380,6 @@ class Strategy {
   }
 
  private:
-  // `ask(context)` of replica `r`'s execution context, where the engine's state gives one (the
-  // in-process state directly, the collective one through its group) and it answers; `otherwise`
-  // for every other engine and context.
-  template <class Ask, class T>
-  T ask_context(std::size_t r, Ask ask, T otherwise) const {
-    auto const& state = engine_.state();
-    if constexpr (requires { ask(state.context(r)); }) {
-      return ask(state.context(r));
-    } else if constexpr (requires { ask(state.group().context(r)); }) {
-      return ask(state.group().context(r));
-    } else {
-      return otherwise;
-    }
-  }
-
   void refuse_during_run(char const* what) const {
     if (running_) {
       throw Error("convoy: Strategy::" + std::string(what) +

@@ -24,14 +24,25 @@ inline std::vector<std::string> const& flag_names() {
   return names;
 }
 
-/// The cluster the flags in argv[1..argc) describe, or nullopt when none of them is there. Both
-/// `--flag=value` and `--flag value` work; parsing stops at `--`. Other flags are left alone, but
-/// a near miss of one of these (`--job-name`, `--taskindex`, `--ps_host`, `-job_name`) throws
-/// ClusterError naming the right one, as do a flag given twice or without a value. When they
-/// apply, --job_name, --task_index and the host list of the job named are required; the result
-/// is validated (source "flags").
-inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
-  using convoy::detail::quote;
+namespace detail {
+using convoy::detail::quote;
+
+/// Throws for `arg`, a flag that is not one of ours, when it is a near miss of one: another
+/// spelling ('-' for '_', another case, one dash) or a small typo. A misspelt cluster flag would
+/// otherwise be skipped as the program's own, and the process would quietly start alone.
+inline void refuse_near_miss(std::string_view arg, std::string const& name, bool ours) {
+  std::string normal = name;
+  for (char& c : normal) c = c == '-' ? '_' : static_cast<char>(std::tolower(c));
+  auto const near =
+      ours ? std::optional<std::string>(name) : convoy::detail::closest(normal, flag_names());
+  if (near) {
+    throw ClusterError("convoy: flag " + quote(arg) + " is not a cluster flag; did you mean " +
+                       quote("--" + *near) + "?");
+  }
+}
+
+/// Our flags in argv[1..argc), by name without dashes; each once, each with a value.
+inline std::map<std::string, std::string> read_flags(int argc, char const* const* argv) {
   auto const& names = flag_names();
   std::map<std::string, std::string> values;
   for (int i = 1; i < argc; ++i) {
@@ -42,18 +53,8 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
     auto const equals = arg.find('=');
     std::string const name(arg.substr(dashes, equals == arg.npos ? arg.npos : equals - dashes));
     bool const ours = std::find(names.begin(), names.end(), name) != names.end();
-    // A misspelt cluster flag would otherwise be skipped as the program's own, and the process
-    // would quietly start as a single process and train alone: fail instead.
     if (!ours || dashes == 1) {
-      // A near miss: another spelling of ours ('-' for '_', other case) or a small typo.
-      std::string normal = name;
-      for (char& c : normal) c = c == '-' ? '_' : static_cast<char>(std::tolower(c));
-      auto const near =
-          ours ? std::optional<std::string>(name) : convoy::detail::closest(normal, names);
-      if (near) {
-        throw ClusterError("convoy: flag " + quote(arg) + " is not a cluster flag; did you mean " +
-                           quote("--" + *near) + "?");
-      }
+      refuse_near_miss(arg, name, ours);
       continue;
     }
     std::string value;
@@ -73,45 +74,63 @@ inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
                          " and " + quote(value) + ")");
     }
   }
-  if (values.empty()) return std::nullopt;
+  return values;
+}
 
+/// The value of --job_name: one of the cluster's job names.
+inline std::string job_of(std::map<std::string, std::string> const& values) {
   auto const job_name = values.find("job_name");
   if (job_name == values.end())
     throw ClusterError(
         "convoy: cluster flags are given but not --job_name (one of chief, "
         "worker, ps, evaluator)");
   auto const& jobs = cluster_job_names();
-  std::string const job = job_name->second;
+  std::string const& job = job_name->second;
   if (std::find(jobs.begin(), jobs.end(), job) == jobs.end()) {
     throw ClusterError("convoy: --job_name=" + quote(job) + " is not a job" +
                        convoy::detail::did_you_mean(job, jobs) + " (the jobs are " +
                        convoy::detail::join(jobs, ", ") + ")");
   }
+  return job;
+}
+
+/// The addresses of `list`, the comma-separated value of `flag`.
+inline std::vector<std::string> host_list(std::string const& flag, std::string_view list) {
+  std::vector<std::string> addresses;
+  std::size_t start = 0;
+  while (true) {
+    auto const comma = list.find(',', start);
+    auto const item = list.substr(start, comma == list.npos ? list.npos : comma - start);
+    parse_address(item, flag + " entry " + std::to_string(addresses.size()) + " of " + quote(list));
+    addresses.emplace_back(item);
+    if (comma == list.npos) return addresses;
+    start = comma + 1;
+  }
+}
+
+}  // namespace detail
+
+/// The cluster the flags in argv[1..argc) describe, or nullopt when none of them is there. Both
+/// `--flag=value` and `--flag value` work; parsing stops at `--`. Other flags are left alone, but
+/// a near miss of one of these (`--job-name`, `--taskindex`, `--ps_host`, `-job_name`) throws
+/// ClusterError naming the right one, as do a flag given twice or without a value. When they
+/// apply, --job_name, --task_index and the host list of the job named are required; the result
+/// is validated (source "flags").
+inline std::optional<Cluster> from_flags(int argc, char const* const* argv) {
+  auto const values = detail::read_flags(argc, argv);
+  if (values.empty()) return std::nullopt;
+  std::string const job = detail::job_of(values);
   auto const task_index = values.find("task_index");
   if (task_index == values.end())
     throw ClusterError("convoy: --job_name=" + job + " is given but not --task_index");
-
   Cluster c;
   c.source = "flags";
   c.job = job;
   c.index = convoy::detail::require_count(task_index->second, "--task_index");
-  for (auto const& name : jobs) {
+  for (auto const& name : cluster_job_names()) {
     auto const hosts = values.find(name + "_hosts");
-    if (hosts == values.end()) continue;
-    std::string const flag = "--" + name + "_hosts";
-    std::vector<std::string> addresses;
-    std::string_view list = hosts->second;
-    std::size_t start = 0;
-    while (true) {
-      auto const comma = list.find(',', start);
-      auto const item = list.substr(start, comma == list.npos ? list.npos : comma - start);
-      parse_address(item,
-                    flag + " entry " + std::to_string(addresses.size()) + " of " + quote(list));
-      addresses.emplace_back(item);
-      if (comma == list.npos) break;
-      start = comma + 1;
-    }
-    c.jobs[name] = std::move(addresses);
+    if (hosts != values.end())
+      c.jobs[name] = detail::host_list("--" + name + "_hosts", hosts->second);
   }
   auto const own = c.jobs.find(job);
   if (own == c.jobs.end())

@@ -41,11 +41,10 @@ class ReplicaGroup {
   ReplicaGroup(Model prototype, Placement placement, bool central) : placement_(placement) {
     // A model that computes on the host only tells a placement that could put it on a device,
     // which then falls back to the host in one line, or refuses under strict placement.
-    if constexpr (requires { Model::device_refusal(); } &&
-                  requires { placement_.host_only_because; }) {
+    if constexpr (computes_on_host_only<Model> && hears_host_only_models<Placement>) {
       placement_.host_only_because = Model::device_refusal();
     }
-    if constexpr (requires { placement_.resolve(); }) placement_.resolve();
+    if constexpr (resolves_devices<Placement>) placement_.resolve();
     auto const count = static_cast<std::size_t>(std::max(1, placement_.replica_count()));
     std::uint64_t const base_seed = prototype.variables().rng()();
     replicas_.reserve(count);
@@ -53,13 +52,13 @@ class ReplicaGroup {
       replicas_.push_back(std::make_shared<Model>(prototype));
       replicas_[r]->variables().rng().seed(base_seed + 0x9E3779B97F4A7C15ULL * r);
       // A device placement moves the replica's arenas to its device (exec::Cuda::adopt).
-      if constexpr (requires { placement_.adopt(replicas_[r]->variables(), r); }) {
+      if constexpr (adopts_replicas<Placement>) {
         placement_.adopt(replicas_[r]->variables(), r);
       }
     }
     if (central) {
-      if constexpr (requires { placement_.context(0).on_device(); } &&
-                    !requires { placement_.central_memory(); }) {
+      if constexpr (may_compute_on_device<typename Placement::context_type> &&
+                    !has_central_memory<Placement>) {
         if (placement_.context(0).on_device()) {
           throw PlacementError("convoy: " + std::string(Placement::name) + " on " +
                                placement_.context(0).name +
@@ -241,7 +240,7 @@ class ReplicaGroup {
   // The central copy: heap memory aligned for the lock step's streaming stores, or the memory the
   // placement names (place::CentralStorageGpus: page-locked host memory its devices read).
   void allocate_central(std::size_t n) {
-    if constexpr (requires { placement_.central_memory(); }) {
+    if constexpr (has_central_memory<Placement>) {
       auto owner = std::make_shared<std::pmr::vector<float>>(n, 0.0f, placement_.central_memory());
       central_ = *owner;
       central_owner_ = std::move(owner);
@@ -254,7 +253,7 @@ class ReplicaGroup {
 
   // Where the optimizer's slots live: the memory of the context the replicas compute in.
   std::pmr::memory_resource* slot_memory() const {
-    if constexpr (requires { placement_.context(0).memory(); }) {
+    if constexpr (has_arena_memory<typename Placement::context_type>) {
       return placement_.context(0).memory();
     } else {
       return std::pmr::new_delete_resource();
@@ -271,7 +270,7 @@ class ReplicaGroup {
 
   Placement placement_;
   std::vector<std::shared_ptr<Model>> replicas_;
-  std::span<float> central_;            // empty: no central copy
+  std::span<float> central_;             // empty: no central copy
   std::shared_ptr<void> central_owner_;  // keeps central_'s memory
   bool bound_ = false;
   bool at_rest_ = true;

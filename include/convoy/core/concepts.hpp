@@ -5,6 +5,8 @@
 
 #include <concepts>
 #include <cstddef>
+#include <memory_resource>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -78,8 +80,9 @@ float forward_backward_in(M& m, Batch const& batch, Context const& ctx) {
 }
 
 /// Optional `float forward_backward(convoy::Batch const&, Context const&, convoy::GradientsReady)`:
-/// a model that reports, layer by layer during its backward pass, which gradients are final (nn::Mlp
-/// does), so that a bucketed exchange overlaps the rest of the pass. Others are exchanged after it.
+/// a model that reports, layer by layer during its backward pass, which gradients are final
+/// (nn::Mlp does), so that a bucketed exchange overlaps the rest of the pass. Others are exchanged
+/// after it.
 template <class M, class Context>
 concept reports_gradients = requires(M& m, Batch const& batch, Context const& ctx,
                                      GradientsReady ready) {
@@ -106,6 +109,74 @@ concept gives_contexts = requires(P const& p, std::size_t r) {
   { p.context(r) } -> std::same_as<typename P::context_type>;
   { p.replica_count() } -> std::convertible_to<int>;
   p.context(r).enter();
+};
+
+/// An execution context that may compute on a device (exec::Cuda): `on_device()`, whether it
+/// found its device; `synchronize()`, waiting for its kernels; `C::host()`, the same kind of
+/// context computing on the host. Contexts without these compute on the host (exec::Host).
+template <class C>
+concept may_compute_on_device = requires(C const& c) {
+  { c.on_device() } -> std::same_as<bool>;
+  c.synchronize();
+  { C::host() } -> std::same_as<C>;
+};
+
+/// Optional on an execution context: `std::pmr::memory_resource* batch_memory() const`, where its
+/// batches are best gathered (page-locked host memory for a device, so the copy is a DMA).
+template <class C>
+concept has_batch_memory = requires(C const& c) {
+  { c.batch_memory() } -> std::convertible_to<std::pmr::memory_resource*>;
+};
+
+/// Optional on an execution context: `std::pmr::memory_resource* memory() const`, where a replica's
+/// arenas and the optimizer's slots live (managed memory on a device).
+template <class C>
+concept has_arena_memory = requires(C const& c) {
+  { c.memory() } -> std::convertible_to<std::pmr::memory_resource*>;
+};
+
+/// Optional on a model: `static std::string device_refusal()`, why it computes on the host
+/// whatever its placement (libtorch::Model). A placement that could put it on a device hears it
+/// (host_only_because) and falls back to the host in one line, or refuses under strict placement.
+template <class M>
+concept computes_on_host_only = requires {
+  { M::device_refusal() } -> std::convertible_to<std::string>;
+};
+
+/// Optional on a placement that may put replicas on a device: `std::string host_only_because`,
+/// set to a model's device_refusal() before it resolves (place::Gpu).
+template <class P>
+concept hears_host_only_models = requires(P& p) {
+  p.host_only_because = std::string();
+};
+
+/// Optional on a placement: `resolve()`, which finds its devices (or falls back to the host),
+/// once, before the replicas are built.
+template <class P>
+concept resolves_devices = requires(P& p) {
+  p.resolve();
+};
+
+/// Optional on a placement: `adopt(variables, r)`, which moves replica r's arenas to its device
+/// (exec::Cuda::adopt).
+template <class P>
+concept adopts_replicas = requires(P& p, Variables& vars, std::size_t r) {
+  p.adopt(vars, r);
+};
+
+/// Optional on a placement: `std::pmr::memory_resource* central_memory() const`, the memory of its
+/// central copy of the weights (place::CentralStorageGpus: page-locked host memory its devices
+/// read). Without it the central copy is aligned heap memory.
+template <class P>
+concept has_central_memory = requires(P const& p) {
+  { p.central_memory() } -> std::convertible_to<std::pmr::memory_resource*>;
+};
+
+/// Optional on a placement: `bool log_placement`, set to print where everything lives as the
+/// strategy is built (TensorFlow's log_device_placement).
+template <class P>
+concept asks_placement_log = requires(P const& p) {
+  { p.log_placement } -> std::convertible_to<bool>;
 };
 
 /// What a synchronization policy gives: its rule object, built from the counters it resumes at,

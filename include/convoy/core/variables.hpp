@@ -297,8 +297,12 @@ class Variables {
   // A Tensor's fields are public, so its data may disagree with its shape; other records are
   // checked by their readers.
   template <class T>
+  static constexpr bool has_flat_data = requires(T const& t) {
+    t.data.size();
+  };
+  template <class T>
   static bool holds_its_shape(T const& value) {
-    if constexpr (requires { value.data.size(); }) {
+    if constexpr (has_flat_data<T>) {
       return value.data.size() == convoy::element_count(value.shape);
     } else {
       return true;

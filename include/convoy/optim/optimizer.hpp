@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "../core/concepts.hpp"
 #include "../core/error.hpp"
 #include "../core/variables.hpp"
 #include "adam.hpp"
@@ -127,7 +128,7 @@ class Optimizer {
     if (at < end) update(at, end, false);
     // A device context queues the update; the engines and Trainer read the weights on the host
     // between steps, so it has to be done when apply returns.
-    if constexpr (requires { ctx.synchronize(); }) ctx.synchronize();
+    if constexpr (may_compute_on_device<Context>) ctx.synchronize();
   }
 
  private:

@@ -37,4 +37,34 @@ concept rules = requires(R& r, R const& c, std::size_t replica, std::int64_t tag
   { c.accumulates() } -> std::same_as<bool>;
 };
 
+/// Optional `std::int64_t lead(std::size_t replica) const`: rules that bound staleness
+/// (sync::ClockTable), promising that a replica at clock c computes on weights holding every
+/// update up to clock c - S - 1. Such a replica pulls after its wait at the start of every step,
+/// and a lost one keeps its clock, holding the leaders back as a slow one does.
+template <class R>
+concept bounds_staleness = requires(R const& r, std::size_t replica) {
+  { r.lead(replica) } -> std::convertible_to<std::int64_t>;
+};
+
+/// Optional `std::size_t discard()`: rules that sum gradients into an open step (sync::Aggregator)
+/// throw that step's gradients away at the end of a run and say how many there were.
+template <class R>
+concept discards_open_step = requires(R& r) {
+  { r.discard() } -> std::convertible_to<std::size_t>;
+};
+
+/// Optional on a Sync policy: `replicas_to_aggregate`, the M of a step that takes the first M
+/// gradients (sync::Synchronous; 0: all).
+template <class S>
+concept takes_first_m = requires(S const& s) {
+  { s.replicas_to_aggregate } -> std::convertible_to<std::int64_t>;
+};
+
+/// Optional on a Sync policy: `static constexpr staleness`, the S of bounded staleness
+/// (sync::BoundedStaleness<S>).
+template <class S>
+concept has_staleness_bound = requires {
+  { S::staleness } -> std::convertible_to<std::int64_t>;
+};
+
 }  // namespace convoy::sync

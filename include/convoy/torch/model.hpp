@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "../core/batch.hpp"
+#include "../core/concepts.hpp"
 #include "../core/error.hpp"
 #include "../core/gradients_ready.hpp"
 #include "../core/tensor.hpp"
@@ -43,6 +45,12 @@ inline ::torch::Tensor labels_of(Batch const& batch) {
 inline ::torch::Tensor cross_entropy(::torch::Tensor const& logits, Batch const& batch) {
   return ::torch::nn::functional::cross_entropy(logits, labels_of(batch));
 }
+
+/// A module holder (or pointer) whose module takes one tensor: `net->forward(tensor)`.
+template <class Net>
+concept has_tensor_forward = requires(Net& net, ::torch::Tensor const& input) {
+  { net->forward(input) } -> std::convertible_to<::torch::Tensor>;
+};
 
 /// Options of a libtorch::Model beyond its factory.
 struct ModelOptions {
@@ -132,7 +140,7 @@ class Model {
   /// finishes its gradient, so a collective engine exchanges it while the backward pass goes on.
   template <class Context>
   float forward_backward(Batch const& batch, Context const& ctx, GradientsReady ready = {}) {
-    if constexpr (requires { ctx.on_device(); }) {
+    if constexpr (may_compute_on_device<Context>) {
       if (ctx.on_device()) {
         throw PlacementError(
             "convoy: libtorch::Model computes on the host only for now; use "
@@ -414,13 +422,13 @@ class Model {
   }
 
   ::torch::Tensor module_forward(::torch::Tensor const& input) {
-    if constexpr (requires(Net & n) { n->forward(input); }) {
+    if constexpr (has_tensor_forward<Net>) {
       return net_->forward(input);
-    } else {
-      static_assert(
-          requires(Net & n) { n->forward(input); },
-          "convoy: libtorch::Model<Net> needs 'torch::Tensor forward(torch::Tensor)' on "
-          "the module");
+    } else {  // the message alone, without the errors of a call that cannot compile
+      static_assert(has_tensor_forward<Net>,
+                    "convoy: libtorch::Model<Net> needs 'torch::Tensor forward(torch::Tensor)' on "
+                    "the module");
+      return {};
     }
   }
 

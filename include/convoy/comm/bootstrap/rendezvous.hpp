@@ -43,6 +43,50 @@ inline std::string rank_list(std::set<int> const& ranks) {
   for (int r : ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
   return list;
 }
+// Ranks 1..world_size-1 that are not in `asked`.
+inline std::set<int> not_asked(std::set<int> const& asked, int world_size) {
+  std::set<int> never;
+  for (int r = 1; r < world_size; ++r)
+    if (!asked.contains(r)) never.insert(r);
+  return never;
+}
+
+// A request on `socket` within `left` into `request`; false when none came. Never blocks: a peer
+// of another socket type (the liveness reporters, which connect to this address once the
+// rendezvous is over) makes the socket readable with nothing it takes.
+inline bool receive_request(zmq::socket_t& socket, std::chrono::steady_clock::duration left,
+                            std::vector<zmq::message_t>& request) {
+  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  auto const wait = std::chrono::duration_cast<std::chrono::milliseconds>(left);
+  comm::detail::poll(&item, 1, std::min(wait, std::chrono::milliseconds(100)));
+  if ((item.revents & ZMQ_POLLIN) == 0) return false;
+  return zmq::recv_multipart(socket, std::back_inserter(request), zmq::recv_flags::dontwait)
+      .has_value();
+}
+
+// The rank a request [protocol, rank, payload] names; -1 when it does not speak `protocol`.
+inline int requested_rank(std::vector<zmq::message_t> const& request, std::string_view protocol) {
+  if (request.size() != 3 || frame_text(request[0]) != protocol) return -1;
+  auto const text = frame_text(request[1]);
+  if (text.empty() || text.size() >= 8 || text.find_first_not_of("0123456789") != text.npos)
+    return -1;
+  return std::stoi(text);
+}
+
+// Answers `first`, then `frames`, as one message.
+inline void send_answer(zmq::socket_t& socket, std::string_view first,
+                        std::vector<std::vector<std::byte>> const& frames) {
+  socket.send(zmq::buffer(first),
+              frames.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+  for (std::size_t f = 0; f < frames.size(); ++f) {
+    socket.send(zmq::const_buffer(frames[f].data(), frames[f].size()),
+                f + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+}
+inline void send_answer(zmq::socket_t& socket, std::string_view first, std::string_view text) {
+  socket.send(zmq::buffer(first), zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(text), zmq::send_flags::none);
+}
 }  // namespace detail
 
 /// What rank 0 answers rank `rank`, which sent `payload`: the frames of its final answer, or
@@ -82,9 +126,7 @@ inline void serve(std::string const& address, int world_size, Options const& opt
     }
     if (lingering && now >= deadline) return;
     if (now >= deadline) {
-      std::set<int> never;
-      for (int r = 1; r < world_size; ++r)
-        if (!asked.contains(r)) never.insert(r);
+      auto const never = detail::not_asked(asked, world_size);
       // Every rank asked, but some never came back for the answer (told to wait, then gone).
       std::string const why =
           never.empty() ? " asked, were told to wait for the others and never asked again; are "
@@ -95,46 +137,24 @@ inline void serve(std::string const& address, int world_size, Options const& opt
                          detail::rank_list(never.empty() ? waiting : never) + " of " +
                          std::to_string(world_size) + why);
     }
-    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-    auto const left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-    comm::detail::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
-    if ((item.revents & ZMQ_POLLIN) == 0) continue;
-    // Never blocks: a peer of another socket type (the liveness reporters, which connect to
-    // this address once the rendezvous is over) makes the socket readable with nothing it takes.
     std::vector<zmq::message_t> request;
-    if (!zmq::recv_multipart(socket, std::back_inserter(request), zmq::recv_flags::dontwait))
-      continue;
-    int rank = -1;
-    if (request.size() == 3 && detail::frame_text(request[0]) == protocol) {
-      auto const text = detail::frame_text(request[1]);
-      if (!text.empty() && text.size() < 8 && text.find_first_not_of("0123456789") == text.npos)
-        rank = std::stoi(text);
-    }
+    if (!detail::receive_request(socket, deadline - now, request)) continue;
+    int const rank = detail::requested_rank(request, protocol);
     if (rank < 1 || rank >= world_size) {
-      socket.send(zmq::str_buffer("error"), zmq::send_flags::sndmore);
-      std::string const why = "rank 0 at " + address + " serves ranks 1.." +
+      detail::send_answer(socket, "error",
+                          "rank 0 at " + address + " serves ranks 1.." +
                               std::to_string(world_size - 1) + " speaking " +
-                              std::string(protocol) + "; the request was not that";
-      socket.send(zmq::buffer(why), zmq::send_flags::none);
+                              std::string(protocol) + "; the request was not that");
       continue;
     }
     asked.insert(rank);
     auto const* bytes = request[2].data<std::byte>();
     auto const reply = answer(rank, std::span<std::byte const>(bytes, request[2].size()));
     if (!reply) {
-      std::set<int> missing;
-      for (int r = 1; r < world_size; ++r)
-        if (!asked.contains(r)) missing.insert(r);
-      socket.send(zmq::str_buffer("wait"), zmq::send_flags::sndmore);
-      socket.send(zmq::buffer(detail::rank_list(missing)), zmq::send_flags::none);
+      detail::send_answer(socket, "wait", detail::rank_list(detail::not_asked(asked, world_size)));
       continue;
     }
-    socket.send(zmq::buffer(protocol), zmq::send_flags::sndmore);
-    for (std::size_t f = 0; f < reply->size(); ++f) {
-      auto const& frame = (*reply)[f];
-      socket.send(zmq::const_buffer(frame.data(), frame.size()),
-                  f + 1 < reply->size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    }
+    detail::send_answer(socket, protocol, *reply);
     waiting.erase(rank);
   }
 }

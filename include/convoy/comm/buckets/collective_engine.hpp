@@ -53,6 +53,13 @@ concept collective_fabric = requires(F& f, F const& cf, std::size_t r, std::stri
   f.abort(why);  ///< wakes every replica waiting on the exchange; the fabric is spent
 };
 
+/// Optional on a fabric: `std::string explain_timeout() const`, what it can say after a timed-out
+/// exchange of who stopped answering (the liveness board of bootstrap::ProcessGroup).
+template <class F>
+concept explains_timeouts = requires(F const& f) {
+  { f.explain_timeout() } -> std::convertible_to<std::string>;
+};
+
 namespace detail {
 // Counters travel through the sum exchange as floats, every other replica adding zeros: each
 // int64 as three 21-bit pieces, which a float holds exactly, so the sum is the value itself.
@@ -110,10 +117,10 @@ class CollectiveState {
 
 template <class Model, class Placement, class Sync, collective_fabric Fabric>
 class CollectiveEngine {
-  using replica_type = CollectiveReplica<Model, typename Placement::context_type,
-                                         std::remove_reference_t<decltype(std::declval<Fabric&>()
-                                                                              .exchange(0))>,
-                                         Sync>;
+  using replica_type =
+      CollectiveReplica<Model, typename Placement::context_type,
+                        std::remove_reference_t<decltype(std::declval<Fabric&>().exchange(0))>,
+                        Sync>;
 
  public:
   using state_type = CollectiveState<Model, Placement>;
@@ -150,6 +157,8 @@ class CollectiveEngine {
   /// start of each run.
   bool chief() const { return fabric_->first_replica() == 0; }
   Fabric& fabric() { return *fabric_; }
+  /// This process's replica `r`'s execution context.
+  auto context(std::size_t r) const { return state_->group().context(r); }
 
   /// The gradients of the last step, laid out like the weights (zeros before the first), for
   /// Strategy::get_gradients. Under Synchronous, the mean over every replica of the run: what the
@@ -279,17 +288,17 @@ class CollectiveEngine {
  private:
   template <class Context>
   static std::pmr::memory_resource* memory_of(Context const& ctx) {
-    if constexpr (requires { ctx.memory(); }) {
+    if constexpr (has_arena_memory<Context>) {
       return ctx.memory();
     } else {
       return std::pmr::new_delete_resource();
     }
   }
 
-  // A timed-out exchange, with what the fabric can say of who stopped answering (the NCCL
-  // fabric's liveness board); anything else as it is.
+  // A timed-out exchange, with what the fabric can say of who stopped answering (the liveness
+  // board of the Gloo and NCCL fabrics); anything else as it is.
   std::exception_ptr explained(std::exception_ptr e) const {
-    if constexpr (requires { fabric_->explain_timeout(); }) {
+    if constexpr (explains_timeouts<Fabric>) {
       try {
         std::rethrow_exception(e);
       } catch (TimeoutError const& timeout) {

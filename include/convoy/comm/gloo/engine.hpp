@@ -27,6 +27,7 @@
 #include "../../place/host.hpp"
 #include "../../place/mirrored.hpp"
 #include "../bootstrap/liveness.hpp"
+#include "../bootstrap/process_group.hpp"
 #include "../bootstrap/rendezvous.hpp"
 #include "../buckets/bucket_plan.hpp"
 #include "../buckets/collective_engine.hpp"
@@ -78,65 +79,33 @@ class HostFabric {
   /// loopback without allow_plaintext, TimeoutError naming the processes that never came.
   template <class Group>
   HostFabric(Gloo const& policy, Group& group, BucketPlan const& plan)
-      : cluster_(policy.cluster ? *policy.cluster
-                                : Cluster::from_environment(RankJobs::all_workers)),
-        timeout_(policy.timeout) {
+      : group_(policy.cluster, group.size(), "comm::Gloo"), timeout_(policy.timeout) {
     for (auto const& b : plan.buckets()) largest_bucket_ = std::max(largest_bucket_, b.size);
-    auto const local = group.size();
-    processes_ = cluster_.single_process() ? 1 : cluster_.worker_count();
-    if (!cluster_.single_process() && cluster_.worker_rank() < 0) {
-      throw ClusterError("convoy: task " + cluster_.job + ":" + std::to_string(cluster_.index) +
-                         " takes no part in comm::Gloo's collective; only the chief and the "
-                         "workers do (a cluster for it has no ps tasks: under a launcher that "
-                         "only numbers its processes, leave CONVOY_PS_TASKS unset or 0)");
-    }
-    process_ = cluster_.single_process() ? 0 : static_cast<std::size_t>(cluster_.worker_rank());
-    world_ = processes_ * local;
-    first_ = process_ * local;
-    HostExchange::Allreduce allreduce;
-    if (processes_ > 1) {
-      Listen listen{.host = policy.host, .interface = policy.interface};
-      if (listen.host.empty() && listen.interface.empty()) {
-        listen.host = parse_address(cluster_.worker_address(process_), "comm::Gloo").host;
-      }
-      if (!policy.allow_plaintext && (!listen.interface.empty() || !is_loopback(listen.host))) {
-        throw Error("convoy: comm::Gloo would listen on " +
-                    (listen.interface.empty() ? listen.host : "interface " + listen.interface) +
-                    ", off loopback, and Gloo's TCP is neither authenticated nor encrypted; set "
-                    "Gloo::allow_plaintext on a trusted network (docs/operators.md)");
-      }
-      listen_ = listen.interface.empty() ? listen.host : listen.interface;
-      // Gloo's event loop (started with the mesh) and the communication thread (with the exchange)
-      // are born with SIGPIPE blocked.
-      detail::SigpipeBlocked const no_sigpipe;
-      context_ = connect_mesh(cluster_, listen, policy.timeout,
-                              bootstrap::Options{.timeout = policy.bootstrap_timeout});
-      try {
-        allreducer_ = std::make_unique<Allreducer>(context_, policy.algorithm, policy.timeout);
-      } catch (::gloo::Exception const& e) {  // a peer lost as the processes first talk
-        throw Error("convoy: " + task() + " lost its Gloo connections as they opened: " +
-                    without_source(e));
-      }
-      allreduce = [this](std::size_t bucket, std::span<float> values) { reduce(bucket, values); };
-      // The liveness board takes the coordinator's address, which the rendezvous has given up.
-      auto const& coordinator = cluster_.worker_address(0);
-      // Beats four times a second, stale after a second: a lost peer is named within ~1 s.
-      bootstrap::LivenessOptions liveness{.interval = std::chrono::milliseconds(250),
-                                          .missed_beats = 4};
-      for (std::size_t p = 0; p < processes_; ++p)
-        liveness.names.push_back(cluster_.worker_task(p) + " at " + cluster_.worker_address(p));
-      if (process_ == 0) {
-        board_ =
-            std::make_unique<bootstrap::LivenessBoard>(coordinator, static_cast<int>(processes_));
-      }
+    if (group_.processes() == 1) {
       exchange_ =
-          std::make_unique<HostExchange>(local, plan.size(), policy.timeout, std::move(allreduce));
-      reporter_ = std::make_unique<bootstrap::LivenessReporter>(
-          coordinator, static_cast<int>(process_), [this] { return exchange_->issued(); },
-          liveness);
-    } else {
-      exchange_ = std::make_unique<HostExchange>(local, plan.size(), policy.timeout, nullptr);
+          std::make_unique<HostExchange>(group.size(), plan.size(), policy.timeout, nullptr);
+      return;
     }
+    Listen const listen = listen_address(policy);
+    listen_ = listen.interface.empty() ? listen.host : listen.interface;
+    // Gloo's event loop (started with the mesh) and the communication thread (with the exchange)
+    // are born with SIGPIPE blocked.
+    detail::SigpipeBlocked const no_sigpipe;
+    context_ = connect_mesh(group_.cluster(), listen, policy.timeout,
+                            bootstrap::Options{.timeout = policy.bootstrap_timeout});
+    try {
+      allreducer_ = std::make_unique<Allreducer>(context_, policy.algorithm, policy.timeout);
+    } catch (::gloo::Exception const& e) {  // a peer lost as the processes first talk
+      throw Error("convoy: " + group_.task() +
+                  " lost its Gloo connections as they opened: " + without_source(e));
+    }
+    exchange_ = std::make_unique<HostExchange>(
+        group.size(), plan.size(), policy.timeout,
+        [this](std::size_t bucket, std::span<float> values) { reduce(bucket, values); });
+    // Beats four times a second, stale after a second: a lost peer is named within ~1 s.
+    group_.start_liveness(
+        [this] { return exchange_->issued(); },
+        bootstrap::LivenessOptions{.interval = std::chrono::milliseconds(250), .missed_beats = 4});
   }
   HostFabric(HostFabric const&) = delete;
   HostFabric& operator=(HostFabric const&) = delete;
@@ -144,25 +113,24 @@ class HostFabric {
     // The communication thread first: inside a failed allreduce it asks the reporter who is
     // missing. The reporter's goodbye still reads the exchange's count.
     if (exchange_) exchange_->stop();
-    if (reporter_) reporter_->say_goodbye();
-    reporter_.reset();
+    group_.stop_liveness();
     // After a failure the others may still ask the board who died: it stays a moment.
-    if (board_ && failed_) board_->linger(stale_, std::chrono::seconds(5));
+    if (failed_) group_.linger_board(std::chrono::seconds(5));
     if (context_) close_connections();
   }
 
   HostExchange::Port& exchange(std::size_t replica) { return exchange_->port(replica); }
-  std::size_t world_size() const { return world_; }
-  std::size_t first_replica() const { return first_; }
+  std::size_t world_size() const { return group_.world_size(); }
+  std::size_t first_replica() const { return group_.first_replica(); }
   std::string describe() const {
-    if (processes_ == 1) return "one process: its replica threads sum in shared memory";
+    if (group_.processes() == 1) return "one process: its replica threads sum in shared memory";
     return "Gloo (" + allreducer_->describe(largest_bucket_ * sizeof(float)) + ") over TCP on " +
-           listen_ + ", process " + std::to_string(process_) + " of " +
-           std::to_string(processes_) + "; replica threads sum in shared memory first";
+           listen_ + ", process " + std::to_string(group_.process()) + " of " +
+           std::to_string(group_.processes()) + "; replica threads sum in shared memory first";
   }
   /// After an exchange failed: which processes stopped answering, as the liveness board sees
   /// them (empty for a single process).
-  std::string explain_timeout() const { return reporter_ ? reporter_->explain() : std::string(); }
+  std::string explain_timeout() const { return group_.explain_timeout(); }
   /// Stops this process's exchange; the other processes' next allreduce fails. The connections
   /// close once no allreduce of this process is in progress: Gloo's closeConnections() does not
   /// wake one already waiting for a peer's bytes, which would then wait out the whole timeout,
@@ -176,6 +144,23 @@ class HostFabric {
   }
 
  private:
+  // Where Gloo's TCP connections listen: the policy's host or interface, else this task's host in
+  // the cluster. Throws Error for an address off loopback without allow_plaintext.
+  Listen listen_address(Gloo const& policy) const {
+    Listen listen{.host = policy.host, .interface = policy.interface};
+    if (listen.host.empty() && listen.interface.empty()) {
+      listen.host =
+          parse_address(group_.cluster().worker_address(group_.process()), "comm::Gloo").host;
+    }
+    if (!policy.allow_plaintext && (!listen.interface.empty() || !is_loopback(listen.host))) {
+      throw Error("convoy: comm::Gloo would listen on " +
+                  (listen.interface.empty() ? listen.host : "interface " + listen.interface) +
+                  ", off loopback, and Gloo's TCP is neither authenticated nor encrypted; set "
+                  "Gloo::allow_plaintext on a trusted network (docs/operators.md)");
+    }
+    return listen;
+  }
+
   // One allreduce across the processes, in place. Gloo's errors become convoy's: a timeout as
   // TimeoutError, a lost connection as Error, each with what the liveness board says of who is
   // missing.
@@ -188,9 +173,11 @@ class HostFabric {
       failed_ = true;
       auto const what = without_source(e);
       // This process stopped it (abort()), whose error is the one the exchange reports: at once.
-      if (stopped_) throw Error("convoy: " + task() + " stopped its Gloo allreduce (" + what + ")");
-      std::string message = "convoy: process " + std::to_string(process_) + " (" + task() +
-                            ") lost the Gloo allreduce: ";
+      if (stopped_) {
+        throw Error("convoy: " + group_.task() + " stopped its Gloo allreduce (" + what + ")");
+      }
+      std::string message = "convoy: process " + std::to_string(group_.process()) + " (" +
+                            group_.task() + ") lost the Gloo allreduce: ";
       // A timeout: the collective engine adds who stopped answering (explain_timeout()), once.
       if (what.find("timeout") != std::string::npos ||
           what.find("Timed out") != std::string::npos) {
@@ -199,13 +186,11 @@ class HostFabric {
       }
       message += what;
       // A peer's connection closed at once; a killed process still looks alive for a moment.
-      auto const why = reporter_ ? reporter_->explain_after_failure(std::chrono::seconds(3)) : "";
+      auto const why = group_.explain_failure(std::chrono::seconds(3));
       if (!why.empty()) message += "; " + why;
       throw Error(message);
     }
   }
-
-  std::string task() const { return cluster_.worker_task(process_); }
 
   // Gloo's message without its leading "[source file:line] ": nothing to the user.
   static std::string without_source(::gloo::Exception const& e) {
@@ -223,19 +208,15 @@ class HostFabric {
     }
   }
 
-  Cluster cluster_;
+  bootstrap::ProcessGroup group_;
   std::size_t largest_bucket_ = 0;  // values
   std::chrono::milliseconds timeout_;
-  std::size_t processes_ = 1, process_ = 0, world_ = 1, first_ = 0;
   std::string listen_;
   std::shared_ptr<::gloo::Context> context_;
   std::unique_ptr<Allreducer> allreducer_;  // registrations on context_'s pairs: after it
   std::atomic<bool> failed_{false};
-  std::atomic<bool> stopped_{false};  // abort(): an allreduce's error is this process's doing
-  std::chrono::milliseconds stale_{1000};  // the liveness options' interval x missed beats
-  std::unique_ptr<bootstrap::LivenessBoard> board_;        // the first process only
-  std::unique_ptr<HostExchange> exchange_;                 // calls reduce() on its thread
-  std::unique_ptr<bootstrap::LivenessReporter> reporter_;  // reads exchange_: destroyed first
+  std::atomic<bool> stopped_{false};        // abort(): an allreduce's error is this process's doing
+  std::unique_ptr<HostExchange> exchange_;  // calls reduce() on its thread; its count beats
 };
 
 template <class Model, class Placement, class Sync>

@@ -36,7 +36,7 @@ class Engine {
                                             needs_central(placement, sync))) {
     sync_.check(group_->size());
     lock_step_ = sync_.make_rules(group_->counters()).lock_step();
-    if constexpr (requires { placement.central_memory(); }) {
+    if constexpr (has_central_memory<Placement>) {
       if (!lock_step_ && group_->context(0).on_device()) {
         throw PlacementError("convoy: " + std::string(Placement::name) + " on " +
                              group_->context(0).name + " computes only in lock step " +
@@ -51,6 +51,14 @@ class Engine {
   group_type const& state() const { return *group_; }
   /// True when every replica takes every step together, so a callback sees every replica at rest.
   bool lock_step() const { return lock_step_; }
+  /// Replica `r`'s execution context.
+  auto context(std::size_t r) const { return group_->context(r); }
+  /// The last update's gradients, the mean over the replicas the optimizer applied, in lock step;
+  /// empty otherwise, where replicas compute on while others apply.
+  std::vector<float> mean_gradients() const {
+    if (!lock_step_) return {};
+    return group_->scaled_gradient_sum(group_->size(), 1.0f / static_cast<float>(group_->size()));
+  }
 
   /// Runs the plan; blocks. Throws TimeoutError naming a replica whose step outlasted the policy's
   /// timeout: run() then returns without it, and its thread is left behind holding the replicas
@@ -98,8 +106,7 @@ class Engine {
     out << "convoy placement: Strategy<" << Placement::name << ", " << comm_name << ", "
         << Sync::name << ">, " << replicas << " replica(s)\n";
     for (auto const& v : group_->layout().list()) {
-      out << "convoy placement: " << v.name << " " << to_string(v.shape) << " -> " << where
-          << "\n";
+      out << "convoy placement: " << v.name << " " << to_string(v.shape) << " -> " << where << "\n";
     }
     for (std::size_t r = 0; r < replicas; ++r) {
       out << "convoy placement: replica " << r << " computes forward_backward on "

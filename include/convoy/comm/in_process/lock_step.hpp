@@ -1,8 +1,8 @@
 // The lock-step in-process loop (Synchronous aggregating every replica): replicas are threads that
-// meet at a barrier after computing their gradients; thread t then sums chunk t of every replica's gradients, applies the optimizer
-// to chunk t (reduce-scatter) and, when each replica keeps its own weights, writes the updated
-// chunk into every replica (all-gather), block by block in one pass; a second barrier ends the
-// step. Sums run in replica order, so runs are bit-identical.
+// meet at a barrier after computing their gradients; thread t then sums chunk t of every replica's
+// gradients, applies the optimizer to chunk t (reduce-scatter) and, when each replica keeps its own
+// weights, writes the updated chunk into every replica (all-gather), block by block in one pass; a
+// second barrier ends the step. Sums run in replica order, so runs are bit-identical.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #if defined(__SSE__)
 // _mm_stream_ps, _mm_loadu_ps and _mm_sfence are SSE: <xmmintrin.h> has them in a few hundred
@@ -70,10 +71,10 @@ inline void sum_block(std::span<float const* const> sources, std::size_t offset,
 /// the update fused in, so the summed gradients are never written to memory and no replica has to
 /// read back what another updated.
 template <class Context>
-void reduce_apply_broadcast(Context const& ctx, std::span<float const* const> grads, std::size_t begin,
-                                   std::size_t end, std::span<float* const> weights,
-                                   std::size_t arena_size, optim::Optimizer const& opt,
-                                   optim::OptimizerState& slots, std::int64_t update) {
+void reduce_apply_broadcast(Context const& ctx, std::span<float const* const> grads,
+                            std::size_t begin, std::size_t end, std::span<float* const> weights,
+                            std::size_t arena_size, optim::Optimizer const& opt,
+                            optim::OptimizerState& slots, std::int64_t update) {
   alignas(64) std::array<float, reduce_block> acc;
   float const scale = 1.0f / static_cast<float>(grads.size());
   std::span<float> const updated(weights[0], arena_size);
@@ -101,13 +102,13 @@ void reduce_apply_broadcast(Context const& ctx, std::span<float const* const> gr
 /// central copy with the host's math. Host contexts pass through.
 template <class Context>
 void settle_on_host(Context const& ctx) {
-  if constexpr (requires { ctx.on_device(); }) {
+  if constexpr (may_compute_on_device<Context>) {
     if (ctx.on_device()) ctx.synchronize();
   }
 }
 template <class Context>
 Context host_side(Context const& ctx) {
-  if constexpr (requires { Context::host(); }) {
+  if constexpr (may_compute_on_device<Context>) {
     return ctx.on_device() ? Context::host() : ctx;
   } else {
     return ctx;
@@ -125,6 +126,53 @@ inline std::vector<float*> mirrored_destinations(std::span<float* const> weights
   return out;
 }
 
+/// Where a lock-step sum reads and writes: each replica's gradients, and where each thread's chunk
+/// of the update goes (the central copy, or every replica's weights).
+struct LockStepArenas {
+  std::vector<float const*> grads;
+  std::vector<std::vector<float*>> destinations;
+};
+template <class Group>
+LockStepArenas lock_step_arenas(Group& g) {
+  std::size_t const replicas = g.size();
+  LockStepArenas arenas{std::vector<float const*>(replicas),
+                        std::vector<std::vector<float*>>(replicas)};
+  std::vector<float*> weights(replicas);
+  for (std::size_t r = 0; r < replicas; ++r) {
+    arenas.grads[r] = g.variables(r).grads().data();
+    weights[r] = g.variables(r).weights().data();
+  }
+  for (std::size_t r = 0; r < replicas; ++r) {
+    arenas.destinations[r] = g.has_central() ? std::vector<float*>{g.central().data()}
+                                             : mirrored_destinations(weights, r);
+  }
+  return arenas;
+}
+
+/// One replica's forward and backward pass, timed, its error kept: the user's code, which reads
+/// only the thread's hold and its own arguments (a replica abandoned in it must find, when it
+/// comes back, nothing of the run to write to).
+struct LockStepPass {
+  float loss = 0.0f;
+  double seconds = 0.0;
+  std::exception_ptr thrown;
+};
+template <class Hold, class Context>
+LockStepPass compute_pass(Hold const& hold, Context const& ctx, std::size_t r, std::int64_t local,
+                          bool sums_on_host) {
+  LockStepPass pass;
+  try {
+    Batch const batch = hold.plan->batch(r, local);
+    auto const start = std::chrono::steady_clock::now();
+    pass.loss = forward_backward_in(*hold.model, batch, ctx);
+    if (sums_on_host) settle_on_host(ctx);  // the sum reads the gradients on the host
+    pass.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } catch (...) {
+    pass.thrown = std::current_exception();
+  }
+  return pass;
+}
+
 /// Runs `plan` in lock step: one thread per replica, two barriers a step. Blocks until the run
 /// ends. Returns the replicas abandoned for outlasting `timeout` (their threads still run); else
 /// rethrows the first exception any replica, the optimizer or after_step raised, once every thread
@@ -140,18 +188,9 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
   auto& counters = g.counters();
   if (plan.reached(counters.global_step, counters.batches())) return {};
 
-  std::vector<float const*> grads(replicas);
-  std::vector<float*> weights(replicas);
-  for (std::size_t r = 0; r < replicas; ++r) {
-    grads[r] = g.variables(r).grads().data();
-    weights[r] = g.variables(r).weights().data();
-  }
-  // Where each thread's chunk goes: the central copy, or every replica's weights.
-  std::vector<std::vector<float*>> destinations(replicas);
-  for (std::size_t r = 0; r < replicas; ++r) {
-    destinations[r] = g.has_central() ? std::vector<float*>{g.central().data()}
-                                      : mirrored_destinations(weights, r);
-  }
+  auto const arenas = lock_step_arenas(g);
+  auto const& grads = arenas.grads;
+  auto const& destinations = arenas.destinations;
   std::vector<float> losses(replicas);
   std::vector<double> seconds(replicas);
   // On the heap: ThreadSanitizer forgets a mutex only when its memory is freed (see
@@ -187,7 +226,6 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
   };
   auto replica_loop = [&](std::size_t r) {
     ThreadHold const hold(group_ptr, plan_ptr, watch, r);
-    auto const& model = hold.model;
     auto const ctx = g.context(r);
     auto const scope = ctx.enter();
     auto [begin, end] = chunk_bounds(n, replicas, r);
@@ -195,27 +233,15 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
     bool const sums_on_host = replicas > 1;
     auto const sum_ctx = sums_on_host ? host_side(ctx) : ctx;  // made once, not at every step
     for (;;) {
-      // Results go to locals first: a replica abandoned in user code must find, when it comes
-      // back, nothing of the run to write to.
-      float loss = 0.0f;
-      double took = 0.0;
-      std::exception_ptr thrown;
       // Between begin() and end() only this thread's own stack is read: begin() releases what came
       // before to the watching thread, which acquires it if it abandons this replica.
       auto const local = counters.local_steps[r];
       hold.watch->begin(r);
-      try {
-        Batch const batch = hold.plan->batch(r, local);
-        auto const start = std::chrono::steady_clock::now();
-        loss = forward_backward_in(*model, batch, ctx);
-        if (sums_on_host) settle_on_host(ctx);  // the sum below reads the gradients on the host
-        took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      } catch (...) {
-        thrown = std::current_exception();
-      }
+      auto pass = compute_pass(hold, ctx, r, local, sums_on_host);
       if (!hold.watch->end(r)) return;  // abandoned: the run and its state are gone
-      losses[r] = loss;
-      seconds[r] = took;
+      losses[r] = pass.loss;
+      seconds[r] = pass.seconds;
+      std::exception_ptr thrown = std::move(pass.thrown);
       if (thrown) {
         error.capture(thrown);
         failed = true;
@@ -223,9 +249,8 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
       if (!barrier.arrive_and_wait(after_gradients) || stop) return;
       // Library code, not timed: it always finishes, and an abandoned thread must not be in it.
       try {
-        reduce_apply_broadcast(sum_ctx, grads, begin, end,
-                               destinations[r], n, g.optimizer(), g.slots(),
-                               g.slots().updates + 1);
+        reduce_apply_broadcast(sum_ctx, grads, begin, end, destinations[r], n, g.optimizer(),
+                               g.slots(), g.slots().updates + 1);
       } catch (...) {
         thrown = std::current_exception();
       }

@@ -19,18 +19,15 @@
 #include "../../core/error.hpp"
 #include "../../place/gpu.hpp"
 #include "../../place/mirrored_gpus.hpp"
+#include "../bootstrap/process_group.hpp"
 #include "../buckets/bucket_plan.hpp"
 #include "../buckets/collective_engine.hpp"
 #include "../nccl.hpp"
 #include "bucket_allreduce.hpp"
 #include "communicator.hpp"
-#include "../bootstrap/liveness.hpp"
 #include "unique_id_bootstrap.hpp"
 
 namespace convoy::comm::nccl {
-
-using bootstrap::LivenessBoard;
-using bootstrap::LivenessReporter;
 
 /// The collective fabric of one rank per device: this process holds `n` replicas, one per device,
 /// the run's replicas process_rank * n ... process_rank * n + n - 1; every process of the run
@@ -43,8 +40,7 @@ class DeviceFabric {
   /// naming the rank that did not come, NcclError for a failed call.
   template <class Group>
   DeviceFabric(Nccl const& policy, Group& group, BucketPlan const&)
-      : cluster_(policy.cluster ? *policy.cluster
-                                : Cluster::from_environment(RankJobs::all_workers)) {
+      : group_(policy.cluster, group.size(), "comm::Nccl") {
     auto const local = static_cast<int>(group.size());
     std::vector<int> devices;
     for (int r = 0; r < local; ++r) {
@@ -61,55 +57,46 @@ class DeviceFabric {
       devices.push_back(ctx.device());
       names_ += (r == 0 ? "" : ", ") + ctx.name;
     }
-    int const processes = cluster_.single_process() ? 1 : static_cast<int>(cluster_.worker_count());
-    int const process = cluster_.single_process() ? 0 : cluster_.worker_rank();
-    world_ = processes * local;
-    first_ = process * local;
-    auto const id = share_unique_id(cluster_, sizeof(ncclUniqueId), make_unique_id,
+    auto const id = share_unique_id(group_.cluster(), sizeof(ncclUniqueId), make_unique_id,
                                     BootstrapOptions{.timeout = policy.bootstrap_timeout});
-    comms_ = Communicator::for_devices(id, first_, world_, devices,
+    comms_ = Communicator::for_devices(id, static_cast<int>(group_.first_replica()),
+                                       static_cast<int>(group_.world_size()), devices,
                                        CommunicatorOptions{.timeout = policy.timeout});
     for (int r = 0; r < local; ++r) {
       exchanges_.push_back(std::make_unique<BucketAllreduce>(
           comms_[static_cast<std::size_t>(r)], group.context(static_cast<std::size_t>(r))));
     }
-    if (processes > 1) {
-      // The liveness board takes the coordinator's address, which the bootstrap has given up.
-      auto const& coordinator = cluster_.worker_address(0);
-      if (process == 0) board_ = std::make_unique<LivenessBoard>(coordinator, processes);
-      reporter_ = std::make_unique<LivenessReporter>(coordinator, process, [this] {
-        std::int64_t issued = 0;
-        for (auto const& e : exchanges_) issued += e->issued();
-        return issued;
-      });
-    }
+    group_.start_liveness([this] {
+      std::int64_t issued = 0;
+      for (auto const& e : exchanges_) issued += e->issued();
+      return issued;
+    });
   }
+  DeviceFabric(DeviceFabric const&) = delete;
+  DeviceFabric& operator=(DeviceFabric const&) = delete;
+  ~DeviceFabric() { group_.stop_liveness(); }  // the reporter reads exchanges_
 
   BucketAllreduce& exchange(std::size_t replica) { return *exchanges_.at(replica); }
-  std::size_t world_size() const { return static_cast<std::size_t>(world_); }
-  std::size_t first_replica() const { return static_cast<std::size_t>(first_); }
+  std::size_t world_size() const { return group_.world_size(); }
+  std::size_t first_replica() const { return group_.first_replica(); }
   std::string describe() const {
-    return "NCCL ranks " + std::to_string(first_) + "-" +
-           std::to_string(first_ + static_cast<int>(comms_.size()) - 1) + " of " +
-           std::to_string(world_) + " on " + names_;
+    return "NCCL ranks " + std::to_string(group_.first_replica()) + "-" +
+           std::to_string(group_.first_replica() + comms_.size() - 1) + " of " +
+           std::to_string(group_.world_size()) + " on " + names_;
   }
   /// After a collective timed out: which processes stopped answering, as the liveness board sees
   /// them (empty for a single process).
-  std::string explain_timeout() const { return reporter_ ? reporter_->explain() : std::string(); }
+  std::string explain_timeout() const { return group_.explain_timeout(); }
   /// Tears this process's communicators down; the other ranks' next collective times out.
   void abort(std::string const&) {
     for (auto& c : comms_) c.abort();
   }
 
  private:
-  Cluster cluster_;
-  int world_ = 1;
-  int first_ = 0;
+  bootstrap::ProcessGroup group_;
   std::string names_;
   std::vector<Communicator> comms_;  // the exchanges point at them: never resized after start
   std::vector<std::unique_ptr<BucketAllreduce>> exchanges_;  // after comms_: destroyed first
-  std::unique_ptr<LivenessBoard> board_;        // the first process only
-  std::unique_ptr<LivenessReporter> reporter_;  // reads exchanges_: destroyed before them
 };
 
 template <class Model, class Placement, class Sync>

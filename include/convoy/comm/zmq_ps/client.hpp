@@ -101,8 +101,12 @@ class Client {
   Client(std::vector<std::string> endpoints, std::uint32_t worker, std::ostream* log,
          std::optional<ClientSecurity> security = std::nullopt,
          std::chrono::milliseconds heartbeat = std::chrono::milliseconds(0))
-      : endpoints_(std::move(endpoints)), worker_(worker), log_(log),
-        security_(std::move(security)), heartbeat_(heartbeat), context_(1) {
+      : endpoints_(std::move(endpoints)),
+        worker_(worker),
+        log_(log),
+        security_(std::move(security)),
+        heartbeat_(heartbeat),
+        context_(1) {
     if (security_) require_curve();
     for (std::size_t i = 0; i < endpoints_.size(); ++i) {
       auto& s = sockets_.emplace_back(context_, zmq::socket_type::dealer);
@@ -200,8 +204,8 @@ class Client {
     h.frames = static_cast<std::uint32_t>(frames.size());
     sockets_[s].send(encode(h), frames.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
     for (std::size_t i = 0; i < frames.size(); ++i) {
-      sockets_[s].send(frames[i], i + 1 == frames.size() ? zmq::send_flags::none
-                                                         : zmq::send_flags::sndmore);
+      sockets_[s].send(frames[i],
+                       i + 1 == frames.size() ? zmq::send_flags::none : zmq::send_flags::sndmore);
     }
   }
 
@@ -211,119 +215,153 @@ class Client {
     delete hold;
   }
 
+  // What one request waits for: each shard's answer, the shards lost meanwhile, the first refusal.
+  struct Waiting {
+    using clock = std::chrono::steady_clock;
+    Waiting(std::size_t shards, std::uint64_t request_generation)
+        : replies(shards),
+          done(shards, 0),
+          lost_at(shards),
+          resend(shards, 0),
+          generation(request_generation) {}
+    std::vector<Reply> replies;
+    std::vector<char> done;
+    // Per shard: when its connection was lost while this request waited (it was sent again).
+    std::vector<std::optional<clock::time_point>> lost_at;
+    // Per shard: lost, its request to be sent again once nothing that came before is left unread.
+    std::vector<char> resend;
+    std::string refusal;  // the first shard's refusal, thrown once every shard has answered
+    std::uint64_t generation;
+    clock::time_point start = clock::now();
+    std::chrono::milliseconds next_note{1000};
+
+    // Derived from done, never counted beside it: a shard that answers and leaves in one turn is
+    // done once (a goodbye counts a shard that left as done, and its answer may be read after).
+    bool pending() const { return std::find(done.begin(), done.end(), 0) != done.end(); }
+  };
+
   std::vector<Reply> receive(HeaderOf const& header, PayloadOf const& payload,
                              std::chrono::milliseconds timeout, std::string const& waiting,
                              bool starting) {
-    using clock = std::chrono::steady_clock;
-    std::vector<Reply> replies(shards());
-    std::vector<char> done(shards(), 0);
-    // Per shard: when its connection was lost while this request waited (it was sent again).
-    std::vector<std::optional<clock::time_point>> lost_at(shards());
-    // Per shard: lost, its request to be sent again once nothing that came before is left unread.
-    std::vector<char> resend(shards(), 0);
-    // Derived from done, never counted beside it: a shard that answers and leaves in one turn is
-    // done once (a goodbye counts a shard that left as done, and its answer may be read after).
-    auto const pending = [&] { return std::find(done.begin(), done.end(), 0) != done.end(); };
-    auto const start = clock::now();
-    auto next_note = std::chrono::milliseconds(1000);
-    std::string refusal;  // the first shard's refusal, thrown once every shard has answered
-    std::uint64_t const generation = sent_generation_;
-    while (pending()) {
+    Waiting w(shards(), sent_generation_);
+    while (w.pending()) {
       std::vector<zmq::pollitem_t> items;
       std::vector<std::size_t> which;
       for (std::size_t s = 0; s < shards(); ++s) {
-        if (!done[s]) {
-          items.push_back({sockets_[s].handle(), 0, ZMQ_POLLIN, 0});
-          which.push_back(s);
-        }
+        if (w.done[s]) continue;
+        items.push_back({sockets_[s].handle(), 0, ZMQ_POLLIN, 0});
+        which.push_back(s);
       }
       comm::detail::poll(items.data(), items.size(), std::chrono::milliseconds(100));
-      // A lost connection: the request is sent again, to the same process (a link that dropped
-      // and came back answers a copy once) or to a restarted one, which check_returned's hello
-      // tells apart; below, once what came before the loss is read, for an answer among it must
-      // not be asked for twice (a copy of a restore or save would be done twice).
-      for (auto const s : check_handshakes(done)) {
-        if (done[s]) continue;
-        resend[s] = 1;
-        if (!lost_at[s]) lost_at[s] = clock::now();
-      }
+      note_lost(w);
       if (!starting) check_returned();
-      // A goodbye to a shard that is gone: it already left, its run over (this worker's process
-      // said goodbye from another Trainer first); nothing waits for this one.
-      if (op_ == Op::bye) {
-        for (std::size_t s = 0; s < shards(); ++s) {
-          if (done[s] || down_since_[s] < 0) continue;
-          done[s] = 1;
-        }
-        if (!pending()) break;
-      }
+      if (op_ == Op::bye && !settle_goodbye(w)) break;
       for (std::size_t i = 0; i < items.size(); ++i) {
-        if (!(items[i].revents & ZMQ_POLLIN)) continue;
-        auto const s = which[i];
-        std::vector<zmq::message_t> frames;
-        (void)zmq::recv_multipart(sockets_[s], std::back_inserter(frames));
-        if (frames.empty() || done[s]) continue;  // done: gone, counted by the goodbye rule
-        Reply r;
-        r.header = decode(frames[0], shard_name(s));
-        if (!starting && instances_[s] != 0 && r.header.instance != instances_[s]) {
-          throw StateLostError("convoy: worker " + std::to_string(worker_) + " lost " +
-                               shard_name(s) + " while waiting for it " + waiting +
-                               "; it is back as another process, which holds nothing of the "
-                               "last one's state");
-        }
-        if (r.header.sequence == probe_sequence) continue;  // the same process: wait on
-        if (r.header.sequence != sequence_) continue;  // a late answer to an earlier request
-        instances_[s] = r.header.instance;
-        if (!starting && r.header.generation > generation) {
-          throw StateLostError("convoy: " + shard_name(s) + " was rolled back to a checkpoint "
-                               "while worker " + std::to_string(worker_) + " waited for it " +
-                               waiting + " (generation " + std::to_string(r.header.generation) +
-                               ", this request's " + std::to_string(generation) + ")");
-        }
-        if (r.header.status == Status::error && refusal.empty()) {
-          refusal = "convoy: " + shard_name(s) + " refused worker " + std::to_string(worker_) +
-                    "'s " + describe(r.header.op) + ": " + r.header.text;
-        }
-        if (r.header.frames != frames.size() - 1) {
-          throw ProtocolError("convoy: " + shard_name(s) + " announced " +
-                              std::to_string(r.header.frames) + " payload frames and sent " +
-                              std::to_string(frames.size() - 1));
-        }
-        for (std::size_t f = 1; f < frames.size(); ++f) r.payload.push_back(std::move(frames[f]));
-        if (lost_at[s] && log_) {
-          auto const gone = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() -
-                                                                                  *lost_at[s]);
-          *log_ << "convoy: worker " << worker_ << " reached " << shard_name(s) << " again "
-                << gone.count() << " ms after losing it; its " << describe(r.header.op)
-                << " was sent again and answered" << std::endl;
-        }
-        replies[s] = std::move(r);
-        done[s] = 1;
+        if (items[i].revents & ZMQ_POLLIN) read_answer(w, which[i], waiting, starting);
       }
-      // One message a turn is read: a stale one (a probe's answer, a late answer to an earlier
-      // request) may stand before this request's answer. Sent again only when none is left.
-      for (std::size_t s = 0; s < shards(); ++s) {
-        if (!resend[s] || done[s]) continue;
-        if ((sockets_[s].get(zmq::sockopt::events) & ZMQ_POLLIN) != 0) continue;
-        send_to(s, header, payload);
-        resend[s] = 0;
-      }
-      auto const waited = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
-      bool const shard_down = std::any_of(down_since_.begin(), down_since_.end(),
-                                          [](std::int64_t d) { return d >= 0; });
-      if (pending() && waited > timeout) {
-        throw TimeoutError("convoy: worker " + std::to_string(worker_) + " waited " +
-                           std::to_string(timeout.count()) + " ms for " + missing(done) + " " +
-                           waiting + (shard_down ? "; a lost shard did not come back" : ""));
-      }
-      if ((starting || shard_down) && pending() && waited >= next_note && log_) {
-        *log_ << "convoy: worker " << worker_ << " waiting for " << missing(done) << " ("
-              << waited.count() / 1000 << " s so far)" << std::endl;
-        next_note *= 2;
-      }
+      resend_lost(w, header, payload);
+      check_waited(w, timeout, waiting, starting);
     }
-    if (!refusal.empty()) throw Error(refusal);
-    return replies;
+    if (!w.refusal.empty()) throw Error(w.refusal);
+    return std::move(w.replies);
+  }
+
+  // A lost connection: the request is sent again, to the same process (a link that dropped and
+  // came back answers a copy once) or to a restarted one, which check_returned's hello tells
+  // apart; by resend_lost, once what came before the loss is read, for an answer among it must
+  // not be asked for twice (a copy of a restore or save would be done twice).
+  void note_lost(Waiting& w) {
+    for (auto const s : check_handshakes(w.done)) {
+      if (w.done[s]) continue;
+      w.resend[s] = 1;
+      if (!w.lost_at[s]) w.lost_at[s] = Waiting::clock::now();
+    }
+  }
+
+  // A goodbye to a shard that is gone: it already left, its run over (this worker's process said
+  // goodbye from another Trainer first); nothing waits for this one. False when none is left.
+  bool settle_goodbye(Waiting& w) const {
+    for (std::size_t s = 0; s < shards(); ++s) {
+      if (!w.done[s] && down_since_[s] >= 0) w.done[s] = 1;
+    }
+    return w.pending();
+  }
+
+  // One message from shard s: this request's answer, or a stale one (a probe's answer, a late
+  // answer to an earlier request), skipped. Throws StateLostError when the shard is another
+  // process now, or was rolled back while this request waited; ProtocolError for a malformed one.
+  void read_answer(Waiting& w, std::size_t s, std::string const& waiting, bool starting) {
+    std::vector<zmq::message_t> frames;
+    (void)zmq::recv_multipart(sockets_[s], std::back_inserter(frames));
+    if (frames.empty() || w.done[s]) return;  // done: gone, counted by the goodbye rule
+    Reply r;
+    r.header = decode(frames[0], shard_name(s));
+    if (!starting && instances_[s] != 0 && r.header.instance != instances_[s]) {
+      throw StateLostError("convoy: worker " + std::to_string(worker_) + " lost " + shard_name(s) +
+                           " while waiting for it " + waiting +
+                           "; it is back as another process, which holds nothing of the "
+                           "last one's state");
+    }
+    if (r.header.sequence == probe_sequence) return;  // the same process: wait on
+    if (r.header.sequence != sequence_) return;       // a late answer to an earlier request
+    instances_[s] = r.header.instance;
+    if (!starting && r.header.generation > w.generation) {
+      throw StateLostError("convoy: " + shard_name(s) + " was rolled back to a checkpoint " +
+                           "while worker " + std::to_string(worker_) + " waited for it " + waiting +
+                           " (generation " + std::to_string(r.header.generation) +
+                           ", this request's " + std::to_string(w.generation) + ")");
+    }
+    if (r.header.status == Status::error && w.refusal.empty()) {
+      w.refusal = "convoy: " + shard_name(s) + " refused worker " + std::to_string(worker_) +
+                  "'s " + describe(r.header.op) + ": " + r.header.text;
+    }
+    if (r.header.frames != frames.size() - 1) {
+      throw ProtocolError("convoy: " + shard_name(s) + " announced " +
+                          std::to_string(r.header.frames) + " payload frames and sent " +
+                          std::to_string(frames.size() - 1));
+    }
+    for (std::size_t f = 1; f < frames.size(); ++f) r.payload.push_back(std::move(frames[f]));
+    if (w.lost_at[s] && log_) {
+      auto const gone = std::chrono::duration_cast<std::chrono::milliseconds>(
+          Waiting::clock::now() - *w.lost_at[s]);
+      *log_ << "convoy: worker " << worker_ << " reached " << shard_name(s) << " again "
+            << gone.count() << " ms after losing it; its " << describe(r.header.op)
+            << " was sent again and answered" << std::endl;
+    }
+    w.replies[s] = std::move(r);
+    w.done[s] = 1;
+  }
+
+  // One message a turn is read: a stale one may stand before this request's answer. A lost
+  // shard's request is sent again only when none is left.
+  void resend_lost(Waiting& w, HeaderOf const& header, PayloadOf const& payload) {
+    for (std::size_t s = 0; s < shards(); ++s) {
+      if (!w.resend[s] || w.done[s]) continue;
+      if ((sockets_[s].get(zmq::sockopt::events) & ZMQ_POLLIN) != 0) continue;
+      send_to(s, header, payload);
+      w.resend[s] = 0;
+    }
+  }
+
+  // Throws TimeoutError past `timeout`; while starting or while a shard is down, says on the log
+  // whom it waits for, at 1, 2, 4... s.
+  void check_waited(Waiting& w, std::chrono::milliseconds timeout, std::string const& waiting,
+                    bool starting) const {
+    if (!w.pending()) return;
+    auto const waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Waiting::clock::now() - w.start);
+    bool const shard_down =
+        std::any_of(down_since_.begin(), down_since_.end(), [](std::int64_t d) { return d >= 0; });
+    if (waited > timeout) {
+      throw TimeoutError("convoy: worker " + std::to_string(worker_) + " waited " +
+                         std::to_string(timeout.count()) + " ms for " + missing(w.done) + " " +
+                         waiting + (shard_down ? "; a lost shard did not come back" : ""));
+    }
+    if ((starting || shard_down) && waited >= w.next_note && log_) {
+      *log_ << "convoy: worker " << worker_ << " waiting for " << missing(w.done) << " ("
+            << waited.count() / 1000 << " s so far)" << std::endl;
+      w.next_note *= 2;
+    }
   }
 
   // Throws Error for a shard that refused this worker's key or failed every handshake with it.
@@ -406,10 +444,10 @@ class Client {
   std::vector<int> reported_lost_;  ///< per shard: lost connections already logged
   /// Per shard: -1 while connected, else its handshakes when the connection was lost.
   std::vector<std::int64_t> down_since_;
-  std::uint64_t sent_generation_ = 0;  ///< the generation the current request carries
+  std::uint64_t sent_generation_ = 0;     ///< the generation the current request carries
   std::vector<std::uint64_t> instances_;  ///< per shard: its process's number (0: not heard yet)
   std::vector<Header> hellos_;            ///< per shard: the hello it was sent
-  Op op_ = Op::hello;                  ///< the current request's operation
+  Op op_ = Op::hello;                     ///< the current request's operation
   std::shared_ptr<std::atomic<int>> lent_ = std::make_shared<std::atomic<int>>(0);
   zmq::context_t context_;
   std::vector<zmq::socket_t> sockets_;

@@ -11,11 +11,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <filesystem>
-#include <functional>
 #include <optional>
 #include <ostream>
 #include <random>
@@ -79,7 +79,9 @@ class Engine {
   class State {
    public:
     State(Model prototype, Placement placement, Sync sync, Options options)
-        : placement_(placement), sync_(sync), options_(std::move(options)),
+        : placement_(placement),
+          sync_(sync),
+          options_(std::move(options)),
           model_(std::make_unique<Model>(std::move(prototype))) {
       cluster_ = options_.cluster ? *options_.cluster : Cluster::from_environment();
       cluster_.validate();
@@ -90,17 +92,21 @@ class Engine {
                            "tasks in TF_CONFIG or CONVOY_PS_TASKS, or pass a Cluster");
       }
       if (!cluster_.is_ps() && cluster_.worker_rank() < 0) {
-        throw ClusterError("convoy: comm::ZmqPs runs ps and worker (or chief) tasks; this task "
-                           "is " + cluster_.job + ":" + std::to_string(cluster_.index));
+        throw ClusterError(
+            "convoy: comm::ZmqPs runs ps and worker (or chief) tasks; this task "
+            "is " +
+            cluster_.job + ":" + std::to_string(cluster_.index));
       }
       sync_.check(cluster_.worker_count());
-      if constexpr (requires { sync_.replicas_to_aggregate; }) {
+      if constexpr (sync::takes_first_m<Sync>) {
         auto const m = static_cast<std::size_t>(sync_.replicas_to_aggregate);
         if (m != 0 && m < cluster_.worker_count() && cluster_.ps_count() > 1) {
           // Each shard would take the first M gradients to reach it, and arrival orders differ.
           throw Error("convoy: replicas_to_aggregate = " + std::to_string(m) + " of " +
-                      std::to_string(cluster_.worker_count()) + " workers needs a single ps task "
-                      "for now (this cluster has " + std::to_string(cluster_.ps_count()) +
+                      std::to_string(cluster_.worker_count()) +
+                      " workers needs a single ps task "
+                      "for now (this cluster has " +
+                      std::to_string(cluster_.ps_count()) +
                       "): shards that each take the first M gradients to arrive may take "
                       "different ones");
         }
@@ -193,22 +199,22 @@ class Engine {
         std::vector<Reply> replies;
         try {
           replies = exchange(
-            [&](std::size_t s) {
-              auto h = request(Op::push, s);
-              h.tag = tags_[s];
-              h.loss = loss;
-              h.seconds = seconds;
-              return h;
-            },
-            [&](std::size_t s) {
-              std::vector<zmq::message_t> frames;
-              for (auto const* p : pieces_[s]) {
-                frames.push_back(client_->lend_frame(
-                    std::span<float const>(vars.grads()).subspan(p->begin, p->end - p->begin)));
-              }
-              return frames;
-            },
-            sync_.timeout, "to apply its gradients (" + std::string(Sync::name) + ")");
+              [&](std::size_t s) {
+                auto h = request(Op::push, s);
+                h.tag = tags_[s];
+                h.loss = loss;
+                h.seconds = seconds;
+                return h;
+              },
+              [&](std::size_t s) {
+                std::vector<zmq::message_t> frames;
+                for (auto const* p : pieces_[s]) {
+                  frames.push_back(client_->lend_frame(
+                      std::span<float const>(vars.grads()).subspan(p->begin, p->end - p->begin)));
+                }
+                return frames;
+              },
+              sync_.timeout, "to apply its gradients (" + std::string(Sync::name) + ")");
         } catch (StateLostError const& e) {
           if (cluster_.is_chief()) throw;  // Trainer::fit rolls the cluster back (restore())
           recover(e);
@@ -256,9 +262,8 @@ class Engine {
       refuse_on_ps("take a snapshot");
       auto& self = const_cast<State&>(*this);
       self.connect();
-      auto replies = self.exchange(
-          [&](std::size_t s) { return self.request(Op::snapshot, s); }, {}, sync_.timeout,
-          "to send its part of a snapshot");
+      auto replies = self.exchange([&](std::size_t s) { return self.request(Op::snapshot, s); }, {},
+                                   sync_.timeout, "to send its part of a snapshot");
       auto const n = layout().element_count();
       std::vector<float> weights(n);
       self.scatter(replies, 0, weights);
@@ -280,8 +285,8 @@ class Engine {
     /// io/checkpoint_parts.hpp); returns the manifest's path. The shards must see `dir` as this
     /// task does. Throws CheckpointError when a shard cannot write its part (the previous
     /// checkpoint stays the latest) and TimeoutError when a shard does not answer.
-    std::filesystem::path save_checkpoint(std::filesystem::path const& dir,
-                                          std::uint64_t data_seed, std::size_t keep = 3) {
+    std::filesystem::path save_checkpoint(std::filesystem::path const& dir, std::uint64_t data_seed,
+                                          std::size_t keep = 3) {
       refuse_on_ps("save a checkpoint");
       connect();
       // Binds the parts to this save: a part left by a save that never committed is refused.
@@ -314,7 +319,8 @@ class Engine {
       manifest_state.data_seed = data_seed;
       io::Manifest manifest;
       manifest.nonce = static_cast<std::uint64_t>(nonce);
-      for (auto const& v : layout().list()) manifest.shapes.emplace(v.name, io::detail::to_dims(v.shape));
+      for (auto const& v : layout().list())
+        manifest.shapes.emplace(v.name, io::detail::to_dims(v.shape));
       for (auto const& r : replies) manifest.parts.push_back(r.header.text);
       // The parts are named for the step this worker asked for; the manifest for shard 0's step
       // when it wrote its part, which is later in an asynchronous run.
@@ -379,10 +385,11 @@ class Engine {
    private:
     void refuse_on_ps(char const* what) const {
       if (cluster_.is_ps()) {
-        throw Error(std::string("convoy: a ps task holds one shard and cannot ") + what +
-                    "; do it on a worker (the chief writes checkpoints). With ZmqPs::exit_after_serving "
-                    "(the default) a ps task's fit ends its process, and the code after it runs "
-                    "on the workers only");
+        throw Error(
+            std::string("convoy: a ps task holds one shard and cannot ") + what +
+            "; do it on a worker (the chief writes checkpoints). With ZmqPs::exit_after_serving "
+            "(the default) a ps task's fit ends its process, and the code after it runs "
+            "on the workers only");
       }
     }
 
@@ -462,13 +469,13 @@ class Engine {
         endpoints.push_back(endpoint(cluster_.ps_address(s)));
       }
       for (std::size_t s = 0; s < cluster_.ps_count(); ++s) {
-        fingerprints_.push_back(fingerprint(pieces_[s], optimizer_, sync_,
-                                            cluster_.ps_count(), cluster_.worker_count()));
+        fingerprints_.push_back(fingerprint(pieces_[s], optimizer_, sync_, cluster_.ps_count(),
+                                            cluster_.worker_count()));
       }
-      auto fresh = client_ ? nullptr
-                           : std::make_unique<Client>(endpoints, static_cast<std::uint32_t>(rank()),
-                                                      options_.log, client_security_,
-                                                      options_.heartbeat);
+      auto fresh =
+          client_ ? nullptr
+                  : std::make_unique<Client>(endpoints, static_cast<std::uint32_t>(rank()),
+                                             options_.log, client_security_, options_.heartbeat);
       Client& client = fresh ? *fresh : *client_;
       auto replies = client.hello(
           [&](std::size_t s) {
@@ -497,20 +504,20 @@ class Engine {
         bool any = std::find(initialized_.begin(), initialized_.end(), false) != initialized_.end();
         if (any) {
           exchange([&](std::size_t s) { return request(Op::init, s); },
-                            [&](std::size_t s) {
-                              std::vector<zmq::message_t> frames;
-                              for (auto const* p : pieces_[s]) {
-                                frames.emplace_back(vars.weights().data() + p->begin,
-                                                    (p->end - p->begin) * sizeof(float));
-                              }
-                              return frames;
-                            },
-                            sync_.timeout, "to take the initial weights");
+                   [&](std::size_t s) {
+                     std::vector<zmq::message_t> frames;
+                     for (auto const* p : pieces_[s]) {
+                       frames.emplace_back(vars.weights().data() + p->begin,
+                                           (p->end - p->begin) * sizeof(float));
+                     }
+                     return frames;
+                   },
+                   sync_.timeout, "to take the initial weights");
         }
       }
-      auto replies = exchange([&](std::size_t s) { return request(Op::pull, s); }, {},
-                              options_.connect_timeout,
-                              "to be initialized by the chief and send its weights");
+      auto replies =
+          exchange([&](std::size_t s) { return request(Op::pull, s); }, {},
+                   options_.connect_timeout, "to be initialized by the chief and send its weights");
       take_weights(replies);
       pulled_ = true;
     }
@@ -528,14 +535,15 @@ class Engine {
         auto const& pieces = pieces_[s];
         auto const& payload = replies[s].payload;
         if (payload.size() < (array + 1) * pieces.size()) {
-          throw ProtocolError("convoy: ps:" + std::to_string(s) + " sent " +
-                              std::to_string(payload.size()) + " payload frames, expected at least " +
-                              std::to_string((array + 1) * pieces.size()));
+          throw ProtocolError(
+              "convoy: ps:" + std::to_string(s) + " sent " + std::to_string(payload.size()) +
+              " payload frames, expected at least " + std::to_string((array + 1) * pieces.size()));
         }
         for (std::size_t i = 0; i < pieces.size(); ++i) {
           auto const& frame = payload[array * pieces.size() + i];
           auto const* p = pieces[i];
-          check_floats(frame, p->end - p->begin, "ps:" + std::to_string(s) + "'s '" + p->variable + "'");
+          check_floats(frame, p->end - p->begin,
+                       "ps:" + std::to_string(s) + "'s '" + p->variable + "'");
           std::memcpy(out.data() + p->begin, frame.data(), frame.size());
         }
       }
@@ -554,8 +562,8 @@ class Engine {
     Placement placement_;
     Sync sync_;
     Options options_;
-    std::string bind_endpoint_;               ///< ps tasks: what the shard binds
-    ServerSecurity server_security_;          ///< ps tasks: keys read at construction
+    std::string bind_endpoint_;                      ///< ps tasks: what the shard binds
+    ServerSecurity server_security_;                 ///< ps tasks: keys read at construction
     std::optional<ClientSecurity> client_security_;  ///< workers: keys, or plaintext
     std::unique_ptr<Model> model_;
     Cluster cluster_;

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 
+#include "../../sync/rules.hpp"
+
 namespace convoy::comm::zmq_ps {
 
 enum class OnLoss {
@@ -26,7 +28,7 @@ OnLoss on_loss(Rules const& rules, std::size_t workers, std::size_t live, std::s
   if (!rules.accumulates()) {
     // Bounded staleness (a clock table has lead()): retired, its clock could not be given back
     // when it returns, so it keeps its place and holds the leaders back as a slow worker does.
-    if constexpr (requires { rules.lead(std::size_t{0}); }) return OnLoss::wait;
+    if constexpr (sync::bounds_staleness<Rules>) return OnLoss::wait;
     return OnLoss::depart;  // asynchronous: nobody waits for anybody
   }
   // Synchronous. Every other worker said goodbye: the run is over, nothing waits for this one.

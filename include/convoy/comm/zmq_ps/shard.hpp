@@ -25,6 +25,7 @@
 #include <random>
 #include <set>
 #include <span>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -70,8 +71,10 @@ std::uint64_t fingerprint(std::span<place::Piece const* const> pieces,
       },
       optimizer.get());
   mix(Sync::name);
-  if constexpr (requires { sync.replicas_to_aggregate; }) number(static_cast<std::uint64_t>(sync.replicas_to_aggregate));
-  if constexpr (requires { Sync::staleness; }) number(static_cast<std::uint64_t>(Sync::staleness));
+  if constexpr (sync::takes_first_m<Sync>)
+    number(static_cast<std::uint64_t>(sync.replicas_to_aggregate));
+  if constexpr (sync::has_staleness_bound<Sync>)
+    number(static_cast<std::uint64_t>(Sync::staleness));
   number(shards);
   number(workers);
   for (auto const* p : pieces) {
@@ -166,44 +169,14 @@ class Shard {
       require_curve();
       zap.emplace(context, options_.security.authorized, name(), options_.log);
     }
-    zmq::socket_t socket(context, zmq::socket_type::router);
-    if (options_.security.keys) {
-      socket.set(zmq::sockopt::curve_server, true);
-      socket.set(zmq::sockopt::curve_secretkey, options_.security.keys->secret_key);
-      // Every handshake is checked by the ZAP handler, whatever the domain.
-      socket.set(zmq::sockopt::zap_domain, "convoy");
-    }
-    socket.set(zmq::sockopt::linger, 0);
-    // An answer to a vanished worker fails at once, and so does one to a peer that does not read
-    // its answers (its queue is full): it is dropped and counted, never waited for, so one such
-    // peer cannot slow the shard down for the others (send()).
-    socket.set(zmq::sockopt::router_mandatory, 1);
-    socket.set(zmq::sockopt::sndtimeo, 0);
-    // ZeroMQ drops a peer whose frame is larger than the largest this shard ever needs.
-    std::size_t largest = max_header_bytes;
-    for (auto const& p : pieces_) largest = std::max(largest, (p.end - p.begin) * sizeof(float));
-    // Under CURVE the limit applies to the encrypted frame, which carries a command name, a nonce,
-    // a MAC and a flags byte more: without this margin every frame of the largest piece dropped
-    // its sender, silently, and training waited for its timeout.
-    constexpr std::size_t curve_overhead = 64;
-    socket.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(largest + curve_overhead));
-    set_heartbeat(socket, options_.heartbeat);
+    zmq::socket_t socket = open_socket(context);
     // Lost connections, to name the worker that went away (a dead process: the kernel closes
     // its sockets) or silent (heartbeats), and to apply on_loss to it.
-    zmq::socket_t peers(context, zmq::socket_type::pair);
-    std::string const watch = "inproc://convoy-shard-peers";
-    if (::zmq_socket_monitor(socket.handle(), watch.c_str(),
-                             ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0) {
-      throw Error("convoy: " + name() + " cannot watch its connections: " +
-                  ::zmq_strerror(::zmq_errno()));
-    }
-    peers.set(zmq::sockopt::linger, 0);
-    peers.connect(watch);
+    zmq::socket_t peers = watch_connections(context, socket);
     try {
       socket.bind(options_.endpoint);
     } catch (zmq::error_t const& e) {
-      throw Error("convoy: " + name() + " cannot listen on " + options_.endpoint + ": " +
-                  e.what());
+      throw Error("convoy: " + name() + " cannot listen on " + options_.endpoint + ": " + e.what());
     }
     cap_ = connection_cap();
     if (options_.log) {
@@ -215,42 +188,8 @@ class Shard {
     }
     socket_ = &socket;
     auto last_heard = std::chrono::steady_clock::now();
-    std::vector<zmq::message_t> frames;
-    std::size_t const most = most_frames();
     while (!over()) {
-      zmq::pollitem_t items[3] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
-                                  {peers.handle(), 0, ZMQ_POLLIN, 0},
-                                  {zap ? zap->socket().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
-      comm::detail::poll(items, zap ? 3 : 2, std::chrono::milliseconds(200));
-      if (zap && (items[2].revents & ZMQ_POLLIN)) {
-        zap->handle_one();  // a refused worker is logged there; the others are served on
-        refused_ = zap->refused();
-      }
-      // Every event first, then one message: a descriptor is reused as soon as it closes, so an
-      // old connection's end must be seen before a message of the new one on the same descriptor
-      // (the monitor reports them in the order they happened).
-      if (items[1].revents & ZMQ_POLLIN) {
-        for (int n = 0; n < 10000 && connection_event(peers); ++n) {
-        }
-      }
-      if (items[0].revents & ZMQ_POLLIN) {
-        frames.clear();
-        bool more = true, too_many = false;
-        while (more) {  // frame by frame, keeping at most `most`
-          zmq::message_t frame;
-          if (!socket.recv(frame, zmq::recv_flags::none)) break;
-          more = frame.more();
-          if (frames.size() < most) {
-            frames.push_back(std::move(frame));
-          } else {
-            too_many = true;
-          }
-        }
-        dispatch(frames, too_many);
-        // Only a worker's request counts as hearing from one: a peer sending junk, or a lost
-        // worker's stale messages, must not keep a shard whose workers are all gone waiting.
-        if (std::exchange(heard_worker_, false)) last_heard = std::chrono::steady_clock::now();
-      }
+      if (serve_turn(socket, peers, zap)) last_heard = std::chrono::steady_clock::now();
       if (!over() && std::chrono::steady_clock::now() - last_heard > sync_.timeout) {
         socket_ = nullptr;
         peer_log_.flush();  // the last summaries of refused messages, as on a clean end
@@ -263,21 +202,7 @@ class Shard {
     socket_ = nullptr;
     peer_log_.flush();
     if (!failure_.empty()) throw Error(failure_);
-    if (options_.log) {
-      *options_.log << "convoy: " << name() << " done: every worker said goodbye";
-      if (departed() > 0) *options_.log << " but " << departed_names() << " (lost)";
-      *options_.log << " at global step "
-                    << counters_.global_step << " (" << counters_.applied << " gradients applied, "
-                    << counters_.dropped << " dropped, " << malformed_ << " malformed messages";
-      if (unsent_ > 0) *options_.log << ", " << unsent_ << " answers dropped unread";
-      if (over_cap_ > 0) *options_.log << ", " << over_cap_ << " connection(s) over the cap closed";
-      if (options_.security.keys) *options_.log << ", " << refused_ << " worker key(s) refused";
-      *options_.log << ")";
-      if constexpr (requires { rules_.lead(0); }) {
-        *options_.log << "; largest lead granted " << largest_lead_ << " clock(s)";
-      }
-      *options_.log << std::endl;
-    }
+    if (options_.log) *options_.log << summary() << std::endl;
   }
 
   std::int64_t malformed() const { return malformed_; }
@@ -322,7 +247,7 @@ class Shard {
     Op op = Op::push;
     std::int64_t tag = 0;  ///< push: the step its gradient went into
     std::uint64_t sequence = 0;
-    float loss = 0.0f;  ///< apply-at-once: its own update's loss
+    float loss = 0.0f;             ///< apply-at-once: its own update's loss
     std::uint64_t generation = 0;  ///< the request's: a pull of a later one waits for its restore
   };
   /// A worker's last push: its number and its answer, to answer a copy sent again without
@@ -396,12 +321,12 @@ class Shard {
     if (cap < needed && options_.log) {
       *options_.log << "convoy: " << name() << " may hold " << cap << " connection(s) (its file "
                     << "limit is " << files << ", " << reserved_descriptors << " kept for itself"
-                    << (options_.max_connections ? ", ZmqPs::max_connections " +
-                                                       std::to_string(options_.max_connections)
-                                                 : std::string())
+                    << (options_.max_connections
+                            ? ", ZmqPs::max_connections " + std::to_string(options_.max_connections)
+                            : std::string())
                     << "), fewer than the " << needed << " its " << options_.workers
-                    << " worker(s) may need; raise the limit (ulimit -n " << needed +
-                           reserved_descriptors << " or more)" << std::endl;
+                    << " worker(s) may need; raise the limit (ulimit -n "
+                    << needed + reserved_descriptors << " or more)" << std::endl;
     }
     return cap;
   }
@@ -479,7 +404,8 @@ class Shard {
 
   // Applies on_loss to a worker lost before its goodbye, and logs what follows.
   void worker_lost(std::size_t worker, std::string const& address) {
-    std::string const what = name() + " lost " + worker_name(worker) + " at " + address + ": " +
+    std::string const what =
+        name() + " lost " + worker_name(worker) + " at " + address + ": " +
         (options_.heartbeat.count() > 0
              ? "silent for over " + std::to_string(options_.heartbeat.count()) + " ms, or gone"
              : std::string("its connection closed"));
@@ -508,9 +434,9 @@ class Shard {
         departed_[worker] = 1;
         forget_waiting(worker);
         failure_ = "convoy: " + what + "; step " + std::to_string(rules_.open_step() + 1) +
-                   " needs " + std::to_string(rules_.gradients_per_update()) +
-                   " gradients and " + std::to_string(live) + " worker(s) are left, so the " +
-                   std::string(Sync::name) + " run stops (replicas_to_aggregate below the " +
+                   " needs " + std::to_string(rules_.gradients_per_update()) + " gradients and " +
+                   std::to_string(live) + " worker(s) are left, so the " + std::string(Sync::name) +
+                   " run stops (replicas_to_aggregate below the " +
                    "worker count makes backup workers)";
         if (options_.log) *options_.log << failure_ << std::endl;
         for (auto& wait : waiting_) {  // every waiting worker hears it now, the others next time
@@ -556,16 +482,118 @@ class Shard {
     if (too_many) {
       std::string const why = "convoy: a message to " + name() + " has more than " +
                               std::to_string(most_frames() - 1) + " frames";
-      ++malformed_;
-      peer_log_.note(sender_.address, "refused message(s)", "dropped a message: " + why);
       try {
         Header const h = decode(frames[1], "a peer of " + name());
-        reply_error(frames[0], h, why);
-      } catch (ProtocolError const&) {  // not convoy's protocol: no answer
+        refuse(frames[0], &h, why);
+      } catch (ProtocolError const&) {  // not convoy's protocol: counted, no answer
+        refuse(frames[0], nullptr, why);
       }
       return;
     }
     handle(frames);
+  }
+
+  // The shard's ROUTER socket, configured and not yet bound.
+  zmq::socket_t open_socket(zmq::context_t& context) const {
+    zmq::socket_t socket(context, zmq::socket_type::router);
+    if (options_.security.keys) {
+      socket.set(zmq::sockopt::curve_server, true);
+      socket.set(zmq::sockopt::curve_secretkey, options_.security.keys->secret_key);
+      // Every handshake is checked by the ZAP handler, whatever the domain.
+      socket.set(zmq::sockopt::zap_domain, "convoy");
+    }
+    socket.set(zmq::sockopt::linger, 0);
+    // An answer to a vanished worker fails at once, and so does one to a peer that does not read
+    // its answers (its queue is full): it is dropped and counted, never waited for, so one such
+    // peer cannot slow the shard down for the others (send()).
+    socket.set(zmq::sockopt::router_mandatory, 1);
+    socket.set(zmq::sockopt::sndtimeo, 0);
+    // ZeroMQ drops a peer whose frame is larger than the largest this shard ever needs.
+    std::size_t largest = max_header_bytes;
+    for (auto const& p : pieces_) largest = std::max(largest, (p.end - p.begin) * sizeof(float));
+    // Under CURVE the limit applies to the encrypted frame, which carries a command name, a nonce,
+    // a MAC and a flags byte more: without this margin every frame of the largest piece dropped
+    // its sender, silently, and training waited for its timeout.
+    constexpr std::size_t curve_overhead = 64;
+    socket.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(largest + curve_overhead));
+    set_heartbeat(socket, options_.heartbeat);
+    return socket;
+  }
+
+  // A socket that hears of `socket`'s accepted and closed connections.
+  zmq::socket_t watch_connections(zmq::context_t& context, zmq::socket_t& socket) const {
+    zmq::socket_t peers(context, zmq::socket_type::pair);
+    std::string const watch = "inproc://convoy-shard-peers";
+    if (::zmq_socket_monitor(socket.handle(), watch.c_str(),
+                             ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0) {
+      throw Error("convoy: " + name() +
+                  " cannot watch its connections: " + ::zmq_strerror(::zmq_errno()));
+    }
+    peers.set(zmq::sockopt::linger, 0);
+    peers.connect(watch);
+    return peers;
+  }
+
+  // One turn of serve(): the ZAP handler's request, every connection event, then one message.
+  // True when a worker's request was heard: a peer sending junk, or a lost worker's stale
+  // messages, must not keep a shard whose workers are all gone waiting.
+  bool serve_turn(zmq::socket_t& socket, zmq::socket_t& peers, std::optional<ZapHandler>& zap) {
+    zmq::pollitem_t items[3] = {{socket.handle(), 0, ZMQ_POLLIN, 0},
+                                {peers.handle(), 0, ZMQ_POLLIN, 0},
+                                {zap ? zap->socket().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
+    comm::detail::poll(items, zap ? 3 : 2, std::chrono::milliseconds(200));
+    if (zap && (items[2].revents & ZMQ_POLLIN)) {
+      zap->handle_one();  // a refused worker is logged there; the others are served on
+      refused_ = zap->refused();
+    }
+    // Every event first, then one message: a descriptor is reused as soon as it closes, so an
+    // old connection's end must be seen before a message of the new one on the same descriptor
+    // (the monitor reports them in the order they happened).
+    if (items[1].revents & ZMQ_POLLIN) {
+      for (int n = 0; n < 10000 && connection_event(peers); ++n) {
+      }
+    }
+    if (!(items[0].revents & ZMQ_POLLIN)) return false;
+    bool const too_many = receive_frames(socket);
+    dispatch(frames_, too_many);
+    return std::exchange(heard_worker_, false);
+  }
+
+  // One message into frames_, frame by frame, keeping at most most_frames(). True when there
+  // were more.
+  bool receive_frames(zmq::socket_t& socket) {
+    std::size_t const most = most_frames();
+    frames_.clear();
+    bool more = true, too_many = false;
+    while (more) {
+      zmq::message_t frame;
+      if (!socket.recv(frame, zmq::recv_flags::none)) break;
+      more = frame.more();
+      if (frames_.size() < most) {
+        frames_.push_back(std::move(frame));
+      } else {
+        too_many = true;
+      }
+    }
+    return too_many;
+  }
+
+  // The last line: how the run ended and what was refused, dropped and lost on the way.
+  std::string summary() const {
+    std::ostringstream line;
+    line << "convoy: " << name() << " done: every worker said goodbye";
+    if (departed() > 0) line << " but " << departed_names() << " (lost)";
+    line << " at global step " << counters_.global_step << " (" << counters_.applied
+         << " gradients applied, " << counters_.dropped << " dropped, " << malformed_
+         << " malformed messages";
+    if (unsent_ > 0) line << ", " << unsent_ << " answers dropped unread";
+    if (over_cap_ > 0) line << ", " << over_cap_ << " connection(s) over the cap closed";
+    if (options_.security.keys) line << ", " << refused_ << " worker key(s) refused";
+    line << ")";
+    if constexpr (sync::bounds_staleness<Rules>) {
+      line << "; largest lead granted " << largest_lead_ << " clock(s)";
+    }
+    return line.str();
   }
 
   // The peer's IP address, as ZeroMQ read it from the connection (a message built by hand, as
@@ -596,80 +624,34 @@ class Shard {
     return !open;
   }
 
+  // A message refused: counted, noted once per peer and interval (PeerLog), and answered with an
+  // error when its header is convoy's (`h`); junk gets no answer.
+  void refuse(zmq::message_t& identity, Header const* h, std::string const& why) {
+    ++malformed_;
+    peer_log_.note(sender_.address, "refused message(s)", "dropped a message: " + why);
+    if (h) reply_error(identity, *h, why);
+  }
+
   // One request: [peer id, header, payload...].
   void handle(std::vector<zmq::message_t>& frames) {
     // Read after its connection closed and its worker was lost: nobody is left to answer, and
     // taking it would make a dead worker look back.
     if (!closed_.empty() && closed_.contains(frames[0].to_string())) return;
-    std::string const from = "a peer of " + name();
     Header h;
     try {
-      h = decode(frames[1], from);
+      h = decode(frames[1], "a peer of " + name());
     } catch (ProtocolError const& e) {  // not convoy's protocol: counted, no answer
-      ++malformed_;
-      peer_log_.note(sender_.address, "refused message(s)",
-                     std::string("dropped a message: ") + e.what());
+      refuse(frames[0], nullptr, e.what());
       return;
     }
     try {
-      if (h.worker >= options_.workers) {
-        throw ProtocolError("convoy: " + name() + " has " + std::to_string(options_.workers) +
-                            " workers; a message names worker " + std::to_string(h.worker));
-      }
-      if (h.frames != frames.size() - 2) {
-        throw ProtocolError("convoy: a " + describe(h.op) + " announces " +
-                            std::to_string(h.frames) + " payload frames and carries " +
-                            std::to_string(frames.size() - 2));
-      }
-      // A goodbye too: one plaintext message naming a worker would otherwise end its run.
-      if (h.op != Op::hello && h.fingerprint != fingerprint_) {
-        throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " sent a " +
-                            describe(h.op) + " for another layout than " + name() + "'s");
-      }
-      // Before the worker's own hello no connection speaks for it: a goodbye then would end the
-      // part of a worker still on its way.
-      if (h.op == Op::bye && socket_) {
-        std::string const bye = "convoy: a goodbye naming worker " + std::to_string(h.worker);
-        if (!spoken_[h.worker]) {
-          throw ProtocolError(bye + " came before that worker said hello; ignored");
-        }
-        if (!speaks_for(frames[0], h.worker)) {
-          throw ProtocolError(bye + " came on a connection that worker does not use; ignored");
-        }
-      }
-      // A lost connection is named by the worker whose fingerprinted requests came on it (a
-      // hello's is checked in hello()).
-      if (socket_ && (h.op != Op::hello || h.fingerprint == fingerprint_)) {
-        remember_peer(frames[0], frames[1], h.worker);
-      }
-      // A worker's goodbye is its last message: the rules have retired it (a bounded-staleness
-      // clock table marks it with its largest clock), so a step of its would corrupt them.
-      if ((h.op == Op::push || h.op == Op::pull) &&
-          std::find(goodbyes_.begin(), goodbyes_.end(), h.worker) != goodbyes_.end()) {
-        throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " sent a " +
-                            describe(h.op) + " to " + name() + " after its goodbye");
-      }
+      check_request(frames, h);
     } catch (ProtocolError const& e) {
-      ++malformed_;
-      peer_log_.note(sender_.address, "refused message(s)",
-                     std::string("dropped a message: ") + e.what());
-      reply_error(frames[0], h, e.what());
+      refuse(frames[0], &h, e.what());
       return;
     }
     heard_worker_ = true;  // one of this run's workers, on a connection it may speak on
-    // A request from before a rollback (its worker has not heard of it yet): the answer carries
-    // the new generation, and its worker starts over from the restored state.
-    if (h.op != Op::hello && h.op != Op::bye && h.generation < generation_) {
-      reply_error(frames[0], h,
-                  "convoy: " + name() + " was rolled back to a checkpoint (generation " +
-                      std::to_string(generation_) + "); this " + describe(h.op) +
-                      " of generation " + std::to_string(h.generation) + " is void");
-      return;
-    }
-    if (!failure_.empty() && h.op != Op::bye) {  // a lost worker ended the run: say so
-      reply_error(frames[0], h, failure_);
-      return;
-    }
+    if (void_request(frames[0], h)) return;
     if (departed_[h.worker]) come_back(h.worker);
     try {
       // Only a restore raises the generation, and only a pull may wait for it.
@@ -679,22 +661,91 @@ class Shard {
                             describe(h.op) + " of generation " + std::to_string(h.generation) +
                             " to " + name() + ", which is at " + std::to_string(generation_));
       }
-      if (answer_resent(frames, h)) return;
-      switch (h.op) {
-        case Op::hello: return hello(frames, h);
-        case Op::init: return init(frames, h);
-        case Op::restore: return restore(frames, h);
-        case Op::push: return push(frames, h);
-        case Op::pull: return pull(frames, h);
-        case Op::snapshot: return snapshot(frames, h);
-        case Op::bye: return bye(frames, h);
-        case Op::save: return save(frames, h);
-      }
+      if (!answer_resent(frames, h)) route(frames, h);
     } catch (ProtocolError const& e) {
-      ++malformed_;
-      peer_log_.note(sender_.address, "refused message(s)",
-                     std::string("dropped a message: ") + e.what());
-      reply_error(frames[0], h, e.what());
+      refuse(frames[0], &h, e.what());
+    }
+  }
+
+  // Throws ProtocolError for a request this shard must not take: a worker it does not have, a
+  // frame count other than announced, another layout, a goodbye not its worker's, a step after
+  // a goodbye. Remembers the connection a worker's fingerprinted requests come on.
+  void check_request(std::vector<zmq::message_t>& frames, Header const& h) {
+    if (h.worker >= options_.workers) {
+      throw ProtocolError("convoy: " + name() + " has " + std::to_string(options_.workers) +
+                          " workers; a message names worker " + std::to_string(h.worker));
+    }
+    if (h.frames != frames.size() - 2) {
+      throw ProtocolError("convoy: a " + describe(h.op) + " announces " + std::to_string(h.frames) +
+                          " payload frames and carries " + std::to_string(frames.size() - 2));
+    }
+    // A goodbye too: one plaintext message naming a worker would otherwise end its run.
+    if (h.op != Op::hello && h.fingerprint != fingerprint_) {
+      throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " sent a " +
+                          describe(h.op) + " for another layout than " + name() + "'s");
+    }
+    if (h.op == Op::bye && socket_) check_goodbye(frames[0], h.worker);
+    // A lost connection is named by the worker whose fingerprinted requests came on it (a
+    // hello's is checked in hello()).
+    if (socket_ && (h.op != Op::hello || h.fingerprint == fingerprint_)) {
+      remember_peer(frames[0], frames[1], h.worker);
+    }
+    // A worker's goodbye is its last message: the rules have retired it (a bounded-staleness
+    // clock table marks it with its largest clock), so a step of its would corrupt them.
+    if ((h.op == Op::push || h.op == Op::pull) &&
+        std::find(goodbyes_.begin(), goodbyes_.end(), h.worker) != goodbyes_.end()) {
+      throw ProtocolError("convoy: worker " + std::to_string(h.worker) + " sent a " +
+                          describe(h.op) + " to " + name() + " after its goodbye");
+    }
+  }
+
+  // Before the worker's own hello no connection speaks for it: a goodbye then would end the part
+  // of a worker still on its way.
+  void check_goodbye(zmq::message_t const& identity, std::size_t worker) const {
+    std::string const bye = "convoy: a goodbye naming worker " + std::to_string(worker);
+    if (!spoken_[worker]) throw ProtocolError(bye + " came before that worker said hello; ignored");
+    if (!speaks_for(identity, worker)) {
+      throw ProtocolError(bye + " came on a connection that worker does not use; ignored");
+    }
+  }
+
+  // Answers a request that can no longer be served with an error, and says so: one from before a
+  // rollback (its worker has not heard of it yet: the answer carries the new generation, and its
+  // worker starts over from the restored state), or any but a goodbye once a lost worker ended
+  // the run.
+  bool void_request(zmq::message_t& identity, Header const& h) {
+    if (h.op != Op::hello && h.op != Op::bye && h.generation < generation_) {
+      reply_error(identity, h,
+                  "convoy: " + name() + " was rolled back to a checkpoint (generation " +
+                      std::to_string(generation_) + "); this " + describe(h.op) +
+                      " of generation " + std::to_string(h.generation) + " is void");
+      return true;
+    }
+    if (!failure_.empty() && h.op != Op::bye) {
+      reply_error(identity, h, failure_);
+      return true;
+    }
+    return false;
+  }
+
+  void route(std::vector<zmq::message_t>& frames, Header const& h) {
+    switch (h.op) {
+      case Op::hello:
+        return hello(frames, h);
+      case Op::init:
+        return init(frames, h);
+      case Op::restore:
+        return restore(frames, h);
+      case Op::push:
+        return push(frames, h);
+      case Op::pull:
+        return pull(frames, h);
+      case Op::snapshot:
+        return snapshot(frames, h);
+      case Op::bye:
+        return bye(frames, h);
+      case Op::save:
+        return save(frames, h);
     }
   }
 
@@ -719,8 +770,8 @@ class Shard {
       return true;
     }
     auto const status = last_push_[h.worker].status;
-    reply(frames[0], h, status, status == Status::stopped ? std::vector<zmq::message_t>{}
-                                                          : weights_frames());
+    reply(frames[0], h, status,
+          status == Status::stopped ? std::vector<zmq::message_t>{} : weights_frames());
     return true;
   }
 
@@ -733,7 +784,8 @@ class Shard {
       reply_error(frames[0], h,
                   "convoy: worker " + std::to_string(h.worker) + " and " + name() +
                       " disagree on the model's variables, the optimizer (" + h.text + " vs " +
-                      std::string(optimizer_.name()) + ") or the cluster's size; run the same "
+                      std::string(optimizer_.name()) +
+                      ") or the cluster's size; run the same "
                       "program with the same options on every task");
       return;
     }
@@ -763,8 +815,7 @@ class Shard {
       write_weights(frames, 2, scratch);
       initialized_ = true;
       if (options_.log) {
-        *options_.log << "convoy: " << name() << " initialized by worker " << h.worker
-                      << std::endl;
+        *options_.log << "convoy: " << name() << " initialized by worker " << h.worker << std::endl;
       }
     }
     reply(frames[0], h, Status::ok, {});
@@ -785,8 +836,7 @@ class Shard {
     }
     if (h.local.size() != options_.workers) {
       throw ProtocolError("convoy: a restore for " + std::to_string(h.local.size()) +
-                          " workers reached " + name() + " of " +
-                          std::to_string(options_.workers));
+                          " workers reached " + name() + " of " + std::to_string(options_.workers));
     }
     // The counters only grow from here, by one a step: a negative one, or one past 2^62 (more
     // steps than any run takes), would overflow, and the clock table reads its largest value as a
@@ -794,9 +844,12 @@ class Shard {
     auto const counter = [](std::int64_t v) { return v >= 0 && v <= (std::int64_t{1} << 62); };
     if (!counter(h.global_step) || !counter(h.applied) || !counter(h.dropped) ||
         !counter(h.optimizer_updates) || !std::all_of(h.local.begin(), h.local.end(), counter)) {
-      throw ProtocolError("convoy: a restore to " + name() + " carries a counter outside 0..2^62 "
-                          "(global step " + std::to_string(h.global_step) + ", " +
-                          std::to_string(h.optimizer_updates) + " optimizer updates); restore "
+      throw ProtocolError("convoy: a restore to " + name() +
+                          " carries a counter outside 0..2^62 "
+                          "(global step " +
+                          std::to_string(h.global_step) + ", " +
+                          std::to_string(h.optimizer_updates) +
+                          " optimizer updates); restore "
                           "from a checkpoint convoy wrote");
     }
     if (h.generation > generation_) roll_back(h);
@@ -806,7 +859,8 @@ class Shard {
       std::size_t at = 2 + (1 + s) * pieces_.size();
       for (auto const& p : pieces_) {
         auto const src = floats(frames[at++], scratch);
-        std::copy(src.begin(), src.end(), slots_.slots[s].begin() + static_cast<std::ptrdiff_t>(p.offset));
+        std::copy(src.begin(), src.end(),
+                  slots_.slots[s].begin() + static_cast<std::ptrdiff_t>(p.offset));
       }
     }
     slots_.updates = h.optimizer_updates;
@@ -825,7 +879,8 @@ class Shard {
   void push(std::vector<zmq::message_t>& frames, Header const& h) {
     check_payload(frames, h, 1);
     if (!initialized_) {
-      throw ProtocolError("convoy: a push reached " + name() + " before its weights were initialized");
+      throw ProtocolError("convoy: a push reached " + name() +
+                          " before its weights were initialized");
     }
     void_earlier(h.worker, h.generation);
     if (waits(h.worker)) {
@@ -947,7 +1002,8 @@ class Shard {
       file = io::save_checkpoint_part(h.text, part);
     } catch (Error const& e) {
       if (options_.log) *options_.log << "convoy: " << name() << ": " << e.what() << std::endl;
-      reply_error(frames[0], h, "convoy: " + name() + " cannot write its checkpoint part: " + e.what());
+      reply_error(frames[0], h,
+                  "convoy: " + name() + " cannot write its checkpoint part: " + e.what());
       return;
     }
     reply(frames[0], h, Status::ok, {}, std::move(file));
@@ -968,10 +1024,10 @@ class Shard {
   // restored state); the restore then replaces weights, slots, counters and the open step.
   void roll_back(Header const& h) {
     generation_ = h.generation;  // first: each refusal below tells its worker the new generation
-    auto const voided = void_waiting(
-        [&](Waiting const& w) { return w.generation < h.generation; },
-        "convoy: " + name() + " was rolled back to a checkpoint by worker " +
-            std::to_string(h.worker) + "; this request is void");
+    auto const voided =
+        void_waiting([&](Waiting const& w) { return w.generation < h.generation; },
+                     "convoy: " + name() + " was rolled back to a checkpoint by worker " +
+                         std::to_string(h.worker) + "; this request is void");
     if (options_.log) {
       *options_.log << "convoy: " << name() << " rolled back to global step " << h.global_step
                     << " by worker " << h.worker << "'s restore (generation " << generation_
@@ -1013,7 +1069,7 @@ class Shard {
   // short of workers too, with nothing in it.
   void stop_waiting_pushes() {
     std::size_t discarded = 0, stopped = 0;
-    if constexpr (requires { rules_.discard(); }) discarded = rules_.discard();
+    if constexpr (sync::discards_open_step<Rules>) discarded = rules_.discard();
     counters_.dropped += static_cast<std::int64_t>(discarded);
     sum_empty_ = true;
     loss_sum_ = 0.0f;
@@ -1058,7 +1114,7 @@ class Shard {
         ++i;
         continue;
       }
-      if constexpr (requires { rules_.lead(wait.worker); }) {
+      if constexpr (sync::bounds_staleness<Rules>) {
         if (wait.op == Op::push) largest_lead_ = std::max(largest_lead_, rules_.lead(wait.worker));
       }
       Header h;
@@ -1081,8 +1137,9 @@ class Shard {
     std::size_t at = 2;
     for (std::size_t a = 0; a < arrays; ++a) {
       for (auto const& p : pieces_) {
-        check_floats(frames[at++], p.end - p.begin,
-                     "the payload of '" + p.variable + "' in a " + describe(h.op) + " to " + name());
+        check_floats(
+            frames[at++], p.end - p.begin,
+            "the payload of '" + p.variable + "' in a " + describe(h.op) + " to " + name());
       }
     }
   }
@@ -1194,8 +1251,8 @@ class Shard {
       }
       socket_->send(encode(h), payload.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
       for (std::size_t i = 0; i < payload.size(); ++i) {
-        socket_->send(payload[i], i + 1 == payload.size() ? zmq::send_flags::none
-                                                          : zmq::send_flags::sndmore);
+        socket_->send(payload[i],
+                      i + 1 == payload.size() ? zmq::send_flags::none : zmq::send_flags::sndmore);
       }
     } catch (zmq::error_t const& e) {
       // The peer went away (EHOSTUNREACH): nobody is left to answer; the others carry on.
@@ -1216,12 +1273,13 @@ class Shard {
   optim::OptimizerState slots_;
   Counters counters_;
   Rules rules_;
+  std::vector<zmq::message_t> frames_;  // serve()'s message being handled, reused
   convoy::detail::AlignedVector<float> sum_;
   bool sum_empty_ = true;  ///< sum_ holds no gradient of the open step: the next one is copied
   float loss_sum_ = 0.0f;
   float update_loss_ = 0.0f;
   bool initialized_ = false;
-  std::uint64_t generation_ = 0;  ///< rollbacks to a checkpoint so far (see Header::generation)
+  std::uint64_t generation_ = 0;   ///< rollbacks to a checkpoint so far (see Header::generation)
   std::uint64_t const instance_ =  ///< drawn once per process (see Header::instance)
       std::random_device{}() | std::uint64_t{std::random_device{}()} << 32;
   std::vector<Waiting> waiting_;
@@ -1233,8 +1291,8 @@ class Shard {
   std::int64_t lost_ = 0;
   std::int64_t resent_ = 0;
   std::int64_t unsent_ = 0;
-  std::int64_t over_cap_ = 0;        ///< connections closed at once: the cap was reached
-  std::size_t cap_ = 0;              ///< connection_cap(), from serve()
+  std::int64_t over_cap_ = 0;          ///< connections closed at once: the cap was reached
+  std::size_t cap_ = 0;                ///< connection_cap(), from serve()
   std::map<int, std::uint64_t> open_;  ///< open connections: descriptor -> order of accept
   std::uint64_t accepts_ = 0;
   PeerLog peer_log_{options_.log, "ps:" + std::to_string(options_.index)};
@@ -1242,11 +1300,11 @@ class Shard {
     std::string identity, address;
   } sender_;  ///< the message being handled: its connection, and its peer's address for the log
   std::vector<LastPush> last_push_ = std::vector<LastPush>(options_.workers);
-  std::map<int, Peer> peers_;   ///< connections by file descriptor
+  std::map<int, Peer> peers_;  ///< connections by file descriptor
   /// Per worker: a fingerprinted request of its came on some connection (its hello, at least).
   std::vector<char> spoken_ = std::vector<char>(options_.workers, 0);
-  std::set<std::string> closed_;  ///< identities of lost workers' closed connections
-  bool said_step_ends_ = false;  ///< stop_waiting_pushes() logged
+  std::set<std::string> closed_;   ///< identities of lost workers' closed connections
+  bool said_step_ends_ = false;    ///< stop_waiting_pushes() logged
   std::int64_t largest_lead_ = 0;  ///< bounded staleness: the most clocks a released worker led by
   zmq::socket_t* socket_ = nullptr;
   std::vector<std::vector<zmq::message_t>>* outbox_ = nullptr;  ///< handle_message()'s answers

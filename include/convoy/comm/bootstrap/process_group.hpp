@@ -1,0 +1,104 @@
+// ProcessGroup: the processes of one collective run, set up once for every fabric (Gloo's, NCCL's,
+// the next one): the cluster, this process's rank among the workers, the numbering of the run's
+// replicas, and the liveness board and reporter that name a process that stops answering. A
+// fabric keeps only what is its own: its rendezvous payload, its connections, its allreduce.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "../../cluster/cluster.hpp"
+#include "../../cluster/resolve.hpp"
+#include "../../core/error.hpp"
+#include "liveness.hpp"
+
+namespace convoy::comm::bootstrap {
+
+/// This process holds `local_replicas` of the run's replicas, the run's replicas
+/// first_replica() ... first_replica() + local_replicas - 1; every process holds as many.
+class ProcessGroup {
+ public:
+  /// `cluster`, or the one the environment describes (every rank of a rank launcher a worker
+  /// unless CONVOY_PS_TASKS says otherwise). Throws ClusterError for a task that takes no part in
+  /// a collective (a ps or evaluator task), naming `fabric` ("comm::Gloo").
+  ProcessGroup(std::optional<Cluster> const& cluster, std::size_t local_replicas,
+               std::string_view fabric)
+      : cluster_(cluster ? *cluster : Cluster::from_environment(RankJobs::all_workers)) {
+    if (!cluster_.single_process() && cluster_.worker_rank() < 0) {
+      throw ClusterError("convoy: task " + cluster_.job + ":" + std::to_string(cluster_.index) +
+                         " takes no part in " + std::string(fabric) +
+                         "'s collective; only the chief and the workers do (a cluster for it has "
+                         "no ps tasks: under a launcher that only numbers its processes, leave "
+                         "CONVOY_PS_TASKS unset or 0)");
+    }
+    processes_ = cluster_.single_process() ? 1 : cluster_.worker_count();
+    process_ = cluster_.single_process() ? 0 : static_cast<std::size_t>(cluster_.worker_rank());
+    world_ = processes_ * local_replicas;
+    first_ = process_ * local_replicas;
+  }
+  ProcessGroup(ProcessGroup const&) = delete;
+  ProcessGroup& operator=(ProcessGroup const&) = delete;
+  ~ProcessGroup() { stop_liveness(); }
+
+  Cluster const& cluster() const { return cluster_; }
+  /// The processes of the run, and this one's rank among them (its rank among the workers).
+  std::size_t processes() const { return processes_; }
+  std::size_t process() const { return process_; }
+  /// The run's replicas, and the number of this process's first.
+  std::size_t world_size() const { return world_; }
+  std::size_t first_replica() const { return first_; }
+  /// "worker:1" of this process, for messages.
+  std::string task() const { return cluster_.worker_task(process_); }
+  /// The first process's address in the cluster: its rendezvous, then its liveness board.
+  std::string const& coordinator() const { return cluster_.worker_address(0); }
+
+  /// Starts the liveness board (on the first process) and this process's reporter, which beats
+  /// with `issued()`, the collectives this process has issued; call it once the rendezvous has
+  /// given up the coordinator's address. Every process is named by its task and address. Nothing
+  /// for a single process.
+  void start_liveness(std::function<std::int64_t()> issued, LivenessOptions options = {}) {
+    if (processes_ == 1) return;
+    options.names.clear();
+    for (std::size_t p = 0; p < processes_; ++p)
+      options.names.push_back(cluster_.worker_task(p) + " at " + cluster_.worker_address(p));
+    stale_ = options.interval * options.missed_beats;
+    if (process_ == 0) board_ = std::make_unique<LivenessBoard>(coordinator(), int(processes_));
+    reporter_ = std::make_unique<LivenessReporter>(coordinator(), static_cast<int>(process_),
+                                                   std::move(issued), std::move(options));
+  }
+  /// After a collective timed out: which processes stopped answering, as the board sees them
+  /// (empty for a single process).
+  std::string explain_timeout() const { return reporter_ ? reporter_->explain() : std::string(); }
+  /// After a connection failed: the same, waiting up to `patience` for the board to see a killed
+  /// process, which still looks alive for a moment.
+  std::string explain_failure(std::chrono::milliseconds patience) const {
+    return reporter_ ? reporter_->explain_after_failure(patience) : std::string();
+  }
+  /// Stops beating and tells the board this process ended on its own: before whatever `issued`
+  /// reads goes away.
+  void stop_liveness() {
+    if (reporter_) reporter_->say_goodbye();
+    reporter_.reset();
+  }
+  /// After a failure the other processes may still ask the board who died: on the first process
+  /// it stays until every process's beat is stale, up to `at_most`.
+  void linger_board(std::chrono::milliseconds at_most) {
+    if (board_) board_->linger(stale_, at_most);
+  }
+
+ private:
+  Cluster cluster_;
+  std::size_t processes_ = 1, process_ = 0, world_ = 1, first_ = 0;
+  std::chrono::milliseconds stale_{3000};
+  std::unique_ptr<LivenessBoard> board_;        // the first process only
+  std::unique_ptr<LivenessReporter> reporter_;  // stopped before the fabric's counts go
+};
+
+}  // namespace convoy::comm::bootstrap

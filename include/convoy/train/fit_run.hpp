@@ -1,0 +1,377 @@
+// FitRun: one Trainer::fit call as named steps (check what it will write, resume, plan the data,
+// begin, train, finish) and what those steps share: the plan, the progress, the result so far.
+// after_step is the plan's callback, called one call at a time.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../core/concepts.hpp"
+#include "../core/error.hpp"
+#include "../core/snapshot.hpp"
+#include "../io/checkpoint.hpp"
+#include "../io/dataset.hpp"
+#include "../io/sampler.hpp"
+#include "fit_options.hpp"
+#include "hooks.hpp"
+#include "progress.hpp"
+#include "run_progress.hpp"
+#include "step.hpp"
+
+namespace convoy::detail {
+
+/// `Trainer` gives strategy(), evaluate(data), save_checkpoint(dir, seed), restore(loaded) and
+/// save_weights(path). Lives in fit()'s frame, which run() does not leave while a replica runs.
+template <class Trainer>
+class FitRun {
+  using Clock = std::chrono::steady_clock;
+  using Model = typename Trainer::Model;
+
+ public:
+  FitRun(Trainer& trainer, io::Dataset const& train, FitOptions const& options)
+      : trainer_(trainer),
+        strategy_(trainer.strategy()),
+        train_(train),
+        options_(options),
+        log_(options.log),
+        seed_(options.seed),
+        control_(make_control()),
+        // In a cluster only the chief reads and writes checkpoints: the shards hold one state.
+        checkpoints_(!options.checkpoint_dir.empty() && strategy_.chief()) {}
+  FitRun(FitRun const&) = delete;
+  FitRun& operator=(FitRun const&) = delete;
+
+  /// Refuses now, rather than after the last step, every path the run would write: the hooks'
+  /// outputs and the checkpoint directory, where what a killed writer left is cleared.
+  void check_outputs() {
+    for (auto const& hooks : options_.hooks) {
+      if (hooks.on_check) hooks.on_check(control_);
+    }
+    if (!checkpoints_) return;
+    io::require_writable_directory(options_.checkpoint_dir, "checkpoint directory");
+    io::remove_stale_temporaries(options_.checkpoint_dir);
+  }
+
+  /// Continues from the checkpoint directory's latest checkpoint, when asked and there is one,
+  /// with the data order that run used.
+  void resume() {
+    if (!checkpoints_ || !options_.resume) return;
+    auto latest = io::load_latest_checkpoint(options_.checkpoint_dir, warnings());
+    if (!latest) return;
+    seed_ = trainer_.restore(*latest);
+    if (log_) {
+      *log_ << "convoy: resumed from " << latest->file.string() << " at global step "
+            << strategy_.global_step() << "\n";
+    }
+  }
+
+  /// The goal, and each replica's batches in the sampler's order.
+  void make_plan() {
+    auto const replicas = strategy_.replicas();
+    io::Sampler const sampler(train_.rows(), options_.batch_size, replicas, seed_);
+    rows_per_replica_ = sampler.rows_per_replica();
+    auto const steps_per_epoch = static_cast<std::int64_t>(sampler.steps_per_epoch());
+    batches_per_epoch_ = steps_per_epoch * static_cast<std::int64_t>(replicas);
+    if (options_.steps > 0) {
+      plan_.until = options_.steps;
+    } else {
+      plan_.until_batches = static_cast<std::int64_t>(
+                                std::ceil(options_.epochs * static_cast<double>(steps_per_epoch))) *
+                            static_cast<std::int64_t>(replicas);
+    }
+    // The buffers belong to the plan, so a replica abandoned mid-step still reads live memory.
+    auto buffers = std::make_shared<std::vector<io::BatchBuffer>>();
+    buffers->reserve(replicas);
+    for (std::size_t r = 0; r < replicas; ++r) buffers->emplace_back(strategy_.batch_memory(r));
+    plan_.batch = [&train = train_, sampler, buffers, threads = gather_threads()](
+                      std::size_t replica, std::int64_t local_step) {
+      return sampler.fill(train, replica, local_step, (*buffers)[replica], threads[replica]);
+    };
+  }
+  RunPlan const& plan() const { return plan_; }
+
+  /// Counts from here, and tells the hooks the run begins.
+  void begin() {
+    before_ = strategy_.counters();
+    start_ = Clock::now();
+    progress_.emplace(
+        RunProgress{.plan = plan_,
+                    .start_step = before_.global_step,
+                    .start_batches = before_.batches(),
+                    .batches_per_epoch = batches_per_epoch_,
+                    .rows_per_gradient = static_cast<double>(rows_per_replica_),
+                    .lock_step_batches =
+                        strategy_.lock_step() ? static_cast<std::int64_t>(strategy_.replicas()) : 0,
+                    .start = start_,
+                    .interval = {start_, before_.global_step, before_.applied}});
+    for (auto const& hooks : options_.hooks) {
+      if (hooks.on_begin) hooks.on_begin(control_);
+    }
+    sees_every_update_ = strategy_.sees_every_update();
+    previous_ = before_.global_step;
+    previous_batches_ = before_.batches();
+    plan_.after_step = [this](StepReport const& report) { return after_step(report); };
+  }
+
+  /// Runs the plan to its goal. A replica's failure keeps the survivors' work in a checkpoint
+  /// before it is reported; a shard that lost its state is rolled back to the latest checkpoint,
+  /// and the run goes on from there.
+  void train() {
+    for (;;) {
+      try {
+        strategy_.run(plan_);
+        return;
+      } catch (ReplicaError const&) {
+        if (checkpoints_) save_checkpoint();
+        throw;
+      } catch (StateLostError const& e) {
+        roll_back(e);
+      }
+    }
+  }
+
+  /// The run's last record, checkpoint and evaluation, the hooks' end, and the summary line.
+  FitResult finish() {
+    count();
+    auto const& after = strategy_.counters();
+    // The steps since the last interval make one more, so the history covers the whole run.
+    if (after.global_step > progress_->interval.step) {
+      close_interval(after.global_step, after.batches(), after.applied, after.dropped);
+    }
+    bool const saved_last_step = options_.checkpoint_every > 0 &&
+                                 after.global_step % options_.checkpoint_every == 0 &&
+                                 after.global_step != before_.global_step;
+    if (checkpoints_ && !saved_last_step) save_checkpoint();
+    if (options_.validation) {
+      // An evaluation of these very weights already made at the last step is not repeated.
+      if (!last_evaluation_ || last_evaluation_->global_step != after.global_step) {
+        evaluate_now(after.global_step, after.batches(), false);
+      }
+      result_.validation = last_evaluation_->validation;
+    }
+    for (auto const& hooks : options_.hooks) {
+      if (hooks.on_end) hooks.on_end(control_);
+    }
+    if (log_) *log_ << summary_line() << std::endl;
+    return std::move(result_);
+  }
+
+ private:
+  // The plan's after_step: the step's loss, its lines and records, evaluation, epoch end,
+  // checkpoint, callbacks and hooks, each when due.
+  bool after_step(StepReport const& report) {
+    result_.last_loss = report.loss;
+    Advance const advance{*this, report.global_step, report.batches};
+    progress_->add_loss(report.loss);
+    report_progress(report);
+    // Whole epochs completed, by the data used: the update that crosses a multiple ends one.
+    bool const epoch_ended =
+        report.batches / batches_per_epoch_ > previous_batches_ / batches_per_epoch_;
+    if (options_.validation && (due(report.global_step, options_.evaluate_every) ||
+                                (options_.evaluate_each_epoch && epoch_ended))) {
+      evaluate_now(report.global_step, report.batches,
+                   options_.log_format == LogFormat::tensorflow);
+    }
+    if (epoch_ended) ask_hooks(&Hooks::on_epoch_end, report.batches / batches_per_epoch_);
+    if (checkpoints_ && due(report.global_step, options_.checkpoint_every)) save_checkpoint();
+    for (auto const& callback : options_.callbacks) keep_going_ = callback(report) && keep_going_;
+    ask_hooks(&Hooks::on_step, report);
+    return keep_going_;
+  }
+
+  // `previous_` moves on however after_step ends.
+  struct Advance {
+    FitRun& run;
+    std::int64_t step;
+    std::int64_t batches;
+    ~Advance() {
+      run.previous_ = std::max(run.previous_, step);
+      run.previous_batches_ = std::max(run.previous_batches_, batches);
+    }
+  };
+
+  // TensorFlow's line when due; the interval's record when due, and at the step that reaches the
+  // goal, before that step's evaluation.
+  void report_progress(StepReport const& report) {
+    bool const interval_due = due(report.global_step, options_.log_every);
+    if (log_ && options_.log_format == LogFormat::tensorflow && interval_due) {
+      *log_ << tensorflow_line(report) << std::endl;
+    }
+    if (interval_due || plan_.reached(report.global_step, report.batches)) {
+      close_interval(report.global_step, report.batches, report.applied, report.dropped);
+    }
+  }
+
+  // A cluster's worker hears only of its own updates, so a multiple of `every` may pass unseen:
+  // there a periodic action fires at the first step past it.
+  bool due(std::int64_t step, std::int64_t every) const {
+    if (every <= 0) return false;
+    return sees_every_update_ ? step % every == 0 : step / every > previous_ / every;
+  }
+
+  // The interval since the last record: recorded, printed, and handed to the hooks.
+  void close_interval(std::int64_t step, std::int64_t batches, std::int64_t applied,
+                      std::int64_t dropped) {
+    HistoryRecord record = progress_->close_interval(step, batches, applied);
+    record.lr = strategy_.optimizer().learning_rate();
+    if (progress_lines()) {
+      *log_ << progress_line(record, progress_->totals(step, batches), dropped) << std::endl;
+    }
+    result_.history.push_back(record);
+    ask_hooks(&Hooks::on_interval, record);
+  }
+
+  // An evaluation: recorded, printed, and handed to the hooks.
+  void evaluate_now(std::int64_t step, std::int64_t batches, bool tensorflow_line) {
+    HistoryRecord record = progress_->record(RecordKind::evaluation, step, batches);
+    record.lr = strategy_.optimizer().learning_rate();
+    record.validation = evaluate_validation();
+    if (log_ && tensorflow_line) {
+      *log_ << "  validation after " << step << " steps: accuracy " << record.validation->accuracy()
+            << ", loss " << record.validation->mean_loss() << std::endl;
+    } else if (progress_lines()) {
+      *log_ << evaluation_line(record, progress_->totals(step, batches)) << std::endl;
+    }
+    result_.history.push_back(record);
+    last_evaluation_ = record;
+    ask_hooks(&Hooks::on_evaluate, record);
+  }
+
+  // A parameter-server shard lost its state: the chief rolls the cluster back to the latest
+  // committed checkpoint, so nothing it holds is lost, and trains on from there.
+  void roll_back(StateLostError const& e) {
+    if (!checkpoints_) {
+      throw StateLostError(std::string(e.what()) +
+                           "; without checkpoints to roll back to "
+                           "(FitOptions::checkpoint_dir) the run cannot go on");
+    }
+    auto latest = io::load_latest_checkpoint(options_.checkpoint_dir, warnings());
+    if (!latest) {
+      throw StateLostError(std::string(e.what()) + "; '" + options_.checkpoint_dir.string() +
+                           "' holds no checkpoint to roll back to yet");
+    }
+    if (log_) *log_ << e.what() << std::endl;
+    trainer_.restore(*latest);
+    // The steps after the checkpoint are trained again: so are their logs and checkpoints.
+    previous_ = strategy_.global_step();
+    previous_batches_ = strategy_.counters().batches();
+    if (log_) {
+      *log_ << "convoy: rolled back to " << latest->file.string() << " at global step "
+            << strategy_.global_step() << std::endl;
+    }
+  }
+
+  // Hands `args` and the control to every hook `which` names; one that answers false stops the
+  // run once the steps under way finish.
+  template <class Hook, class... Args>
+  void ask_hooks(Hook Hooks::*which, Args const&... args) {
+    for (auto const& hooks : options_.hooks) {
+      auto const& hook = hooks.*which;
+      if (hook) keep_going_ = hook(args..., control_) && keep_going_;
+    }
+  }
+
+  void save_checkpoint() { trainer_.save_checkpoint(options_.checkpoint_dir, seed_); }
+
+  // evaluate() for models that have it; Trainer::check refuses validation for the others.
+  Metrics evaluate_validation() {
+    if constexpr (has_evaluate<Model>) {
+      return trainer_.evaluate(*options_.validation);
+    } else {
+      return Metrics{};
+    }
+  }
+
+  // The counters and the wall time since begin() into the result.
+  void count() {
+    auto const& after = strategy_.counters();
+    result_.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    result_.global_step = after.global_step;
+    result_.applied = after.applied;
+    result_.dropped = after.dropped;
+    result_.epochs = static_cast<double>(after.batches()) / static_cast<double>(batches_per_epoch_);
+    // Rows of applied gradients only: a dropped gradient trained nothing.
+    double const rows = static_cast<double>(after.applied - before_.applied) *
+                        static_cast<double>(rows_per_replica_);
+    result_.samples_per_second = result_.seconds > 0 ? rows / result_.seconds : 0.0;
+  }
+
+  std::string summary_line() const {
+    std::ostringstream line;
+    line << "convoy: " << result_.global_step << " global steps (" << result_.applied
+         << " gradients applied";
+    if (result_.dropped > 0) line << ", " << result_.dropped << " dropped";
+    line << ", " << std::setprecision(3) << result_.epochs << " epochs) in " << result_.seconds
+         << " s, " << std::setprecision(6) << result_.samples_per_second << " samples/sec";
+    return line.str();
+  }
+
+  // A replica on a GPU gathers its rows on its share of the host's cores, which it leaves idle:
+  // its step is shorter than a one-core gather. On the host the replicas use the cores.
+  std::vector<int> gather_threads() const {
+    auto const replicas = strategy_.replicas();
+    std::vector<int> threads(replicas, 1);
+    for (std::size_t r = 0; r < replicas; ++r) {
+      if (strategy_.on_device(r)) {
+        threads[r] = static_cast<int>(std::clamp<std::size_t>(
+            std::max(1u, std::thread::hardware_concurrency()) / replicas, 1, 8));
+      }
+    }
+    return threads;
+  }
+
+  // What the hooks may do: reach back into the trainer.
+  RunControl make_control() {
+    RunControl control;
+    control.global_step = [this] { return strategy_.global_step(); };
+    control.learning_rate = [this] { return strategy_.optimizer().learning_rate(); };
+    control.set_learning_rate = [this](float rate) { strategy_.set_learning_rate(rate); };
+    control.weights = [this] { return strategy_.get_weights(); };
+    control.gradients = [this] { return strategy_.get_gradients(); };
+    control.save_weights = [this](std::filesystem::path const& path) {
+      trainer_.save_weights(path);
+    };
+    control.log = log_;
+    control.chief = strategy_.chief();
+    return control;
+  }
+
+  bool progress_lines() const { return log_ && options_.log_format == LogFormat::progress; }
+  std::ostream* warnings() const { return log_ ? log_ : &std::clog; }
+
+  Trainer& trainer_;
+  std::remove_reference_t<decltype(std::declval<Trainer&>().strategy())>& strategy_;
+  io::Dataset const& train_;
+  FitOptions const& options_;
+  std::ostream* log_;
+  std::uint64_t seed_;
+  RunControl control_;
+  bool checkpoints_;
+  RunPlan plan_;
+  std::size_t rows_per_replica_ = 0;
+  std::int64_t batches_per_epoch_ = 1;
+  Counters before_;
+  Clock::time_point start_;
+  std::optional<RunProgress> progress_;
+  bool sees_every_update_ = true;
+  std::int64_t previous_ = 0;          // the latest step after_step saw
+  std::int64_t previous_batches_ = 0;  // and the batches then
+  bool keep_going_ = true;             // false once a hook asked to stop
+  std::optional<HistoryRecord> last_evaluation_;
+  FitResult result_;
+};
+
+}  // namespace convoy::detail
