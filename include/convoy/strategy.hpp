@@ -79,6 +79,15 @@ struct engine_of<M, P, C, S> {
 struct no_engine_of {
   using type = no_engine;
 };
+// A Comm's own pairing rules (speaks_for_pairing), instantiated; true for a Comm without them.
+template <class C, class M, class P, class S>
+constexpr bool comm_accepts() {
+  if constexpr (speaks_for_pairing<C, M, P, S>) {
+    return C::template pairs_with<M, P, S>();
+  } else {
+    return true;
+  }
+}
 
 }  // namespace detail
 
@@ -136,24 +145,27 @@ class Strategy {
                 "convoy: place::Sharded<Rule> spreads the variables over parameter-server shards, "
                 "which only comm::ZmqPs (convoy/comm/zmq_ps.hpp) has; on one machine use "
                 "place::Mirrored or place::CentralStorage with comm::InProcess.");
-  static_assert(!(detail::host_collective<Comm> && std::same_as<Sync, sync::Asynchronous>),
-                "convoy: comm::Gloo cannot run sync::Asynchronous (an allreduce needs every "
-                "replica of every process in every exchange); use sync::Synchronous for a "
-                "bucketed allreduce of the gradients, sync::BoundedStaleness<S> for an allreduce "
-                "of the weights every S+1 steps, or comm::ZmqPs with place::Sharded for "
-                "asynchronous training across processes.");
-  static_assert(!detail::host_collective<Comm> || std::same_as<Placement, place::Host> ||
-                    std::same_as<Placement, place::Mirrored>,
-                "convoy: comm::Gloo keeps the replicas equal on the host, with no central copy: "
-                "place it with place::Host (one replica per process) or place::Mirrored (replica "
-                "threads per process); on GPUs use comm::Nccl, and for one central copy "
+  // A Comm's own words for a pairing it cannot run, where it gives them (comm/engine.hpp,
+  // speaks_for_pairing): its static_asserts fire here. For the others, the rules speak of what the
+  // Comm can do.
+  static constexpr bool own_words = speaks_for_pairing<Comm, Model, Placement, Sync>;
+  static_assert(detail::comm_accepts<Comm, Model, Placement, Sync>());
+  static constexpr bool collective_asynchronous =
+      detail::collective<Comm> && std::same_as<Sync, sync::Asynchronous>;
+  static_assert(own_words || !collective_asynchronous,
+                "convoy: a collective Comm (collective = true: every replica takes part in every "
+                "exchange) cannot run sync::Asynchronous; use sync::Synchronous for a bucketed "
+                "allreduce of the gradients, sync::BoundedStaleness<S> for an allreduce of the "
+                "weights every S+1 steps, or comm::ZmqPs with place::Sharded for asynchronous "
+                "training across processes.");
+  static constexpr bool host_collective_misplaced =
+      detail::host_collective<Comm> && !collective_asynchronous &&
+      !(std::same_as<Placement, place::Host> || std::same_as<Placement, place::Mirrored>);
+  static_assert(own_words || !host_collective_misplaced,
+                "convoy: a collective Comm on the host (host_collective = true) keeps the replicas "
+                "equal, with no central copy: place it with place::Host (one replica per process) "
+                "or place::Mirrored (replica threads per process); for one central copy use "
                 "place::CentralStorage with comm::InProcess.");
-  static_assert(!(detail::collective<Comm> && !detail::host_collective<Comm> &&
-                  std::same_as<Sync, sync::Asynchronous>),
-                "convoy: comm::Nccl cannot run sync::Asynchronous (a collective needs every "
-                "replica in every exchange); use sync::Synchronous for a bucketed allreduce of the "
-                "gradients, sync::BoundedStaleness<S> for an allreduce of the weights every S+1 "
-                "steps, or comm::ZmqPs with place::Sharded for asynchronous training.");
   static_assert(!std::same_as<Placement, place::MirroredGpus> ||
                     (detail::collective<Comm> && !detail::host_collective<Comm>),
                 "convoy: place::MirroredGpus keeps one replica per GPU, which comm::Nccl "
@@ -182,22 +194,11 @@ class Strategy {
       typename std::conditional_t<shards_agree, detail::engine_of<Model, Placement, Comm, Sync>,
                                   detail::no_engine_of>::type;
   using placement_argument = std::conditional_t<shards_agree, Placement, detail::no_engine>;
-  static_assert(!detail::host_collective<Comm> || std::same_as<Sync, sync::Asynchronous> ||
-                    !(std::same_as<Placement, place::Host> ||
-                      std::same_as<Placement, place::Mirrored>) ||
-                    engine<engine_type>,
-                "convoy: comm::Gloo's engine needs convoy::gloo (link it; Debian's libgloo-dev), "
-                "with which <convoy/comm/gloo.hpp> brings it (docs/gloo.md).");
-  static_assert(!detail::collective<Comm> || detail::host_collective<Comm> ||
-                    std::same_as<Sync, sync::Asynchronous> || engine<engine_type>,
-                "convoy: comm::Nccl's engine runs on CUDA devices: it needs convoy::nccl and "
-                "convoy::cuda (a file compiled by nvcc), where <convoy/comm/nccl.hpp> brings it "
-                "(docs/nccl.md). On the host, use comm::InProcess.");
-  static_assert(!communication_policy<Comm> || detail::collective<Comm> || !shards_agree ||
-                    engine<engine_type>,
+  static_assert(own_words || !communication_policy<Comm> || !shards_agree ||
+                    collective_asynchronous || host_collective_misplaced || engine<engine_type>,
                 "convoy: a communication policy needs 'template <class Model, class Placement, "
                 "class Sync> using engine = ...' naming an engine with run(plan), lock_step() and "
-                "state() (see comm/replica_group.hpp); see comm/in_process.hpp.");
+                "state() (see comm/engine.hpp); see comm/in_process.hpp.");
 
   /// Builds the engine its Comm brings, with replicas that are copies of `prototype` (so all start
   /// with its weights; each replica's generator is reseeded apart from the others). Throws

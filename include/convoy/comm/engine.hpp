@@ -108,4 +108,14 @@ concept writes_own_checkpoint = requires(E& e, std::filesystem::path const& dir,
   { e.state().save_checkpoint(dir, data_seed) } -> std::same_as<std::filesystem::path>;
 };
 
+/// Optional on a Communication policy: `template <class Model, class Placement, class Sync>
+/// static constexpr bool pairs_with()`, whose static_asserts say in the policy's own words (its
+/// product's: which component to link, which package brings it) why it cannot run a pairing. A
+/// Strategy instantiates it; for a policy without it, strategy.hpp's rules speak of what the
+/// policy can do (collective, host_collective, serves_shards).
+template <class C, class Model, class Placement, class Sync>
+concept speaks_for_pairing = requires {
+  { C::template pairs_with<Model, Placement, Sync>() } -> std::same_as<bool>;
+};
+
 }  // namespace convoy

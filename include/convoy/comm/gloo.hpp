@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -16,6 +17,9 @@
 
 #include "../cluster/cluster.hpp"
 #include "../core/concepts.hpp"
+#include "../place/host.hpp"
+#include "../place/mirrored.hpp"
+#include "../sync/asynchronous.hpp"
 #include "gloo_algorithm.hpp"
 
 namespace convoy::comm {
@@ -58,6 +62,33 @@ struct Gloo {
 
   template <class Model, class Placement, class Sync>
   using engine = gloo_fabric::Engine<Model, Placement, Sync>;
+
+  /// Gloo's own words for a pairing it cannot run (comm/engine.hpp, speaks_for_pairing): the
+  /// Sync and placements of a collective on the host, and the component its engine needs. One
+  /// message at a time: each rule assumes the ones above it hold.
+  template <class Model, class Placement, class Sync>
+  static constexpr bool pairs_with() {
+    constexpr bool synchronous_enough = !std::same_as<Sync, sync::Asynchronous>;
+    constexpr bool on_the_host =
+        std::same_as<Placement, place::Host> || std::same_as<Placement, place::Mirrored>;
+    static_assert(synchronous_enough,
+                  "convoy: comm::Gloo cannot run sync::Asynchronous (an allreduce needs every "
+                  "replica of every process in every exchange); use sync::Synchronous for a "
+                  "bucketed allreduce of the gradients, sync::BoundedStaleness<S> for an allreduce "
+                  "of the weights every S+1 steps, or comm::ZmqPs with place::Sharded for "
+                  "asynchronous training across processes.");
+    static_assert(!synchronous_enough || on_the_host,
+                  "convoy: comm::Gloo keeps the replicas equal on the host, with no central copy: "
+                  "place it with place::Host (one replica per process) or place::Mirrored (replica "
+                  "threads per process); on GPUs use comm::Nccl, and for one central copy "
+                  "place::CentralStorage with comm::InProcess.");
+    static_assert(
+        !synchronous_enough || !on_the_host ||
+            requires { sizeof(gloo_fabric::Engine<Model, Placement, Sync>); },
+        "convoy: comm::Gloo's engine needs convoy::gloo (link it; Debian's libgloo-dev), "
+        "with which <convoy/comm/gloo.hpp> brings it (docs/gloo.md).");
+    return true;
+  }
 };
 static_assert(communication_policy<Gloo>);
 

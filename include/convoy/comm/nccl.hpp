@@ -8,12 +8,15 @@
 #pragma once
 
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <optional>
 #include <string_view>
 
 #include "../cluster/cluster.hpp"
 #include "../core/concepts.hpp"
+#include "../place/central_storage_gpus.hpp"
+#include "../sync/asynchronous.hpp"
 
 namespace convoy::comm {
 
@@ -41,6 +44,26 @@ struct Nccl {
 
   template <class Model, class Placement, class Sync>
   using engine = nccl::Engine<Model, Placement, Sync>;
+
+  /// NCCL's own words for a pairing it cannot run (comm/engine.hpp, speaks_for_pairing): the Sync
+  /// of a collective, and the components its engine needs. place::CentralStorageGpus is refused
+  /// by the placement's own rule (strategy.hpp), which says what to use instead.
+  template <class Model, class Placement, class Sync>
+  static constexpr bool pairs_with() {
+    constexpr bool synchronous_enough = !std::same_as<Sync, sync::Asynchronous>;
+    static_assert(synchronous_enough,
+                  "convoy: comm::Nccl cannot run sync::Asynchronous (a collective needs every "
+                  "replica in every exchange); use sync::Synchronous for a bucketed allreduce of "
+                  "the gradients, sync::BoundedStaleness<S> for an allreduce of the weights every "
+                  "S+1 steps, or comm::ZmqPs with place::Sharded for asynchronous training.");
+    static_assert(
+        !synchronous_enough || std::same_as<Placement, place::CentralStorageGpus> ||
+            requires { sizeof(nccl::Engine<Model, Placement, Sync>); },
+        "convoy: comm::Nccl's engine runs on CUDA devices: it needs convoy::nccl and "
+        "convoy::cuda (a file compiled by nvcc), where <convoy/comm/nccl.hpp> brings it "
+        "(docs/nccl.md). On the host, use comm::InProcess.");
+    return true;
+  }
 };
 static_assert(communication_policy<Nccl>);
 
