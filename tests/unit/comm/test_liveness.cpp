@@ -12,9 +12,11 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 #include <zmq.hpp>
 
 #include "processes.hpp"
+#include "zmq_watch.hpp"
 
 namespace {
 
@@ -91,8 +93,9 @@ TEST_CASE("a process that never came is named; with everyone there, nobody is") 
         "every process beats and has issued 0 collectives: none is missing from the board's view");
 }
 
-TEST_CASE("after a failure, a process that never beat is named once it has been given as long "
-          "as one that stopped, not at the end of the patience") {
+TEST_CASE(
+    "after a failure, a process that never beat is named once it has been given as long "
+    "as one that stopped, not at the end of the patience") {
   auto const address = loopback();
   LivenessBoard const board(address, 2);
   Process p0(address, 0);  // process 1 died before its first beat reached the board
@@ -117,8 +120,9 @@ TEST_CASE("without the board, the first process is the one named, within the ans
   CHECK(std::chrono::steady_clock::now() - start < quick.answer + 1s);
 }
 
-TEST_CASE("the board ignores what does not speak its protocol, and a board that cannot listen "
-          "says where") {
+TEST_CASE(
+    "the board ignores what does not speak its protocol, and a board that cannot listen "
+    "says where") {
   auto const address = loopback();
   LivenessBoard const board(address, 1);
   {
@@ -140,4 +144,26 @@ TEST_CASE("the board ignores what does not speak its protocol, and a board that 
   CHECK(seen[0].issued == 3);
   CHECK_THROWS_WITH_AS(LivenessBoard(address, 1),
                        doctest::Contains(("cannot listen at " + address).c_str()), Error);
+}
+
+TEST_CASE(
+    "a peer that sends a frame larger than the board takes is disconnected, and the board "
+    "serves on") {
+  auto const address = loopback();
+  LivenessBoard const board(address, 1);
+  zmq::context_t context;
+  zmq::socket_t stranger(context, zmq::socket_type::dealer);
+  stranger.set(zmq::sockopt::linger, 0);
+  stranger.set(zmq::sockopt::reconnect_ivl, 10000);  // one connection, whose end is watched
+  testing::DisconnectWatch watch(context, stranger, "board");
+  stranger.connect("tcp://" + address);
+  std::vector<char> const large(1 << 20, 'x');
+  stranger.send(zmq::buffer(large), zmq::send_flags::none);
+  CHECK(watch.disconnected_within(10000ms));
+  Process p0(address, 0);
+  p0.issued = 2;
+  settle();
+  auto const seen = p0.reporter->ask();
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].issued == 2);
 }

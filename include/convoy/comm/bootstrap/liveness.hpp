@@ -54,9 +54,15 @@ struct ProcessLiveness {
 /// with the whole board. Binds `address` ("host:port"); throws Error when it cannot.
 class LivenessBoard {
  public:
+  /// The largest frame the board takes; a peer that sends a larger one is disconnected.
+  static constexpr std::int64_t max_frame_bytes = 4096;
+
   LivenessBoard(std::string const& address, int processes)
       : socket_(context_, zmq::socket_type::router), board_(static_cast<std::size_t>(processes)) {
     socket_.set(zmq::sockopt::linger, 0);
+    // A beat, an ask and a goodbye are a few dozen bytes: ZeroMQ drops a peer that announces a
+    // larger frame before it allocates it (a frame declared at 4 GiB took gigabytes before).
+    socket_.set(zmq::sockopt::maxmsgsize, max_frame_bytes);
     try {
       socket_.bind(zmq_bind_endpoint(address, "the liveness board's address"));
     } catch (zmq::error_t const& e) {

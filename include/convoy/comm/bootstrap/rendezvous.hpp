@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <iterator>
 #include <optional>
@@ -33,6 +34,9 @@ struct Options {
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};
   /// A rank without an answer after this long asks again, on a fresh connection.
   std::chrono::milliseconds retry{std::chrono::milliseconds(500)};
+  /// The largest frame rank 0 takes (a rank's payload: an NCCL unique id, a Gloo address); a peer
+  /// that sends a larger one is disconnected by ZeroMQ before the frame is allocated.
+  std::int64_t max_request_bytes = 64 * 1024;
 };
 
 namespace detail {
@@ -105,6 +109,7 @@ inline void serve(std::string const& address, int world_size, Options const& opt
   zmq::context_t context;
   zmq::socket_t socket(context, zmq::socket_type::rep);
   socket.set(zmq::sockopt::linger, 2000);  // the last answers leave before the socket closes
+  socket.set(zmq::sockopt::maxmsgsize, options.max_request_bytes);
   try {
     socket.bind(zmq_bind_endpoint(address, "rank 0's address"));
   } catch (zmq::error_t const& e) {
