@@ -6,18 +6,10 @@
 #include <convoy/nn/mlp.hpp>
 #include <convoy/strategy.hpp>
 #include <cstddef>
-#include <string_view>
+
+#include "outside_collective.hpp"
 
 namespace {
-
-struct Carrier {
-  using policy_category = convoy::communication_tag;
-  static constexpr std::string_view name = "Carrier";
-  static constexpr bool collective = true;
-  static constexpr bool host_collective = true;
-  template <class Model, class Placement, class Sync>
-  using engine = convoy::comm::in_process::Engine<Model, Placement, Sync>;
-};
 
 using Rejected =
     convoy::Strategy<convoy::nn::Mlp, convoy::place::Mirrored, Carrier, convoy::sync::Asynchronous>;
