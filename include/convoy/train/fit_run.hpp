@@ -101,7 +101,18 @@ class FitRun {
       return sampler.fill(train, replica, local_step, (*buffers)[replica], threads[replica]);
     };
   }
-  RunPlan const& plan() const { return plan_; }
+
+  /// A cluster's ps task: serves its shard until every worker is done, and says so.
+  FitResult serve() {
+    start_ = Clock::now();
+    strategy_.run(plan_);
+    count_updates();
+    if (log_) {
+      *log_ << "convoy: served " << result_.global_step << " global steps in " << result_.seconds
+            << " s" << std::endl;
+    }
+    return std::move(result_);
+  }
 
   /// Counts from here, and tells the hooks the run begins.
   void begin() {
@@ -295,13 +306,18 @@ class FitRun {
     }
   }
 
-  // The counters and the wall time since begin() into the result.
-  void count() {
+  // The counters and the wall time since start_ into the result.
+  void count_updates() {
     auto const& after = strategy_.counters();
     result_.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
     result_.global_step = after.global_step;
     result_.applied = after.applied;
     result_.dropped = after.dropped;
+  }
+  // The same, with the epochs and the rate of this run.
+  void count() {
+    count_updates();
+    auto const& after = strategy_.counters();
     result_.epochs = static_cast<double>(after.batches()) / static_cast<double>(batches_per_epoch_);
     // Rows of applied gradients only: a dropped gradient trained nothing.
     double const rows = static_cast<double>(after.applied - before_.applied) *

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
@@ -76,7 +75,7 @@ class Trainer {
     run.check_outputs();
     run.resume();
     run.make_plan();
-    if (strategy_.serves()) return serve(run.plan(), options.log);
+    if (strategy_.serves()) return run.serve();
     run.begin();
     run.train();
     return run.finish();
@@ -128,24 +127,6 @@ class Trainer {
   }
 
  private:
-  // A cluster's ps task: serves its shard until every worker is done.
-  FitResult serve(RunPlan const& plan, std::ostream* log) {
-    auto const start = std::chrono::steady_clock::now();
-    strategy_.run(plan);
-    FitResult result;
-    result.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    auto const& after = strategy_.counters();
-    result.global_step = after.global_step;
-    result.applied = after.applied;
-    result.dropped = after.dropped;
-    if (log) {
-      *log << "convoy: served " << result.global_step << " global steps in " << result.seconds
-           << " s" << std::endl;
-    }
-    return result;
-  }
-
   static void check(FitOptions const& options) {
     if (options.steps < 0 || !(options.epochs >= 0.0) || !std::isfinite(options.epochs) ||
         (options.steps == 0 && options.epochs == 0.0)) {

@@ -45,6 +45,24 @@ std::string loopback() { return "127.0.0.1:" + std::to_string(testing::free_port
 // Waits until every process has beaten with its current count.
 void settle() { std::this_thread::sleep_for(3 * quick.interval); }
 
+// A peer that does not speak the board's protocol, connected to `address`.
+zmq::socket_t stranger_at(zmq::context_t& context, std::string const& address) {
+  zmq::socket_t stranger(context, zmq::socket_type::dealer);
+  stranger.set(zmq::sockopt::linger, 0);
+  stranger.connect("tcp://" + address);
+  return stranger;
+}
+
+// The board at `address` still serves: a process beats `issued` to it and asks.
+void check_board_serves(std::string const& address, std::int64_t issued) {
+  Process p0(address, 0);
+  p0.issued = issued;
+  settle();
+  auto const seen = p0.reporter->ask();
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].issued == issued);
+}
+
 }  // namespace
 
 TEST_CASE("a process that stops beating is named, with how long it has been silent") {
@@ -127,21 +145,14 @@ TEST_CASE(
   LivenessBoard const board(address, 1);
   {
     zmq::context_t context;
-    zmq::socket_t stranger(context, zmq::socket_type::dealer);
-    stranger.set(zmq::sockopt::linger, 0);
-    stranger.connect("tcp://" + address);
+    auto stranger = stranger_at(context, address);
     stranger.send(zmq::str_buffer("GET / HTTP/1.0"), zmq::send_flags::none);
     stranger.send(zmq::str_buffer("convoy-liveness/1"), zmq::send_flags::sndmore);
     stranger.send(zmq::str_buffer("ask"), zmq::send_flags::sndmore);
     stranger.send(zmq::str_buffer("not a number"), zmq::send_flags::sndmore);
     stranger.send(zmq::str_buffer("1"), zmq::send_flags::none);
   }
-  Process p0(address, 0);
-  p0.issued = 3;
-  settle();
-  auto const seen = p0.reporter->ask();
-  REQUIRE(seen.size() == 1);
-  CHECK(seen[0].issued == 3);
+  check_board_serves(address, 3);
   CHECK_THROWS_WITH_AS(LivenessBoard(address, 1),
                        doctest::Contains(("cannot listen at " + address).c_str()), Error);
 }
@@ -152,18 +163,10 @@ TEST_CASE(
   auto const address = loopback();
   LivenessBoard const board(address, 1);
   zmq::context_t context;
-  zmq::socket_t stranger(context, zmq::socket_type::dealer);
-  stranger.set(zmq::sockopt::linger, 0);
-  stranger.set(zmq::sockopt::reconnect_ivl, 10000);  // one connection, whose end is watched
-  testing::DisconnectWatch watch(context, stranger, "board");
-  stranger.connect("tcp://" + address);
+  auto stranger = stranger_at(context, address);
+  testing::DisconnectWatch watch(stranger, "board");
   std::vector<char> const large(1 << 20, 'x');
   stranger.send(zmq::buffer(large), zmq::send_flags::none);
   CHECK(watch.disconnected_within(10000ms));
-  Process p0(address, 0);
-  p0.issued = 2;
-  settle();
-  auto const seen = p0.reporter->ask();
-  REQUIRE(seen.size() == 1);
-  CHECK(seen[0].issued == 2);
+  check_board_serves(address, 2);
 }

@@ -34,7 +34,7 @@ TEST_CASE("a peer that sends a frame past rank 0's cap is disconnected, and rank
     stranger.set(zmq::sockopt::linger, 0);
     // Rank 0's thread may not listen yet: the first try may be refused, and the next comes soon.
     stranger.set(zmq::sockopt::reconnect_ivl, 100);
-    testing::DisconnectWatch watch(context, stranger, "rendezvous");
+    testing::DisconnectWatch watch(stranger, "rendezvous");
     stranger.connect("tcp://" + address);
     std::vector<char> const large(static_cast<std::size_t>(options.max_request_bytes) + 1, 'x');
     stranger.send(zmq::str_buffer("test/1"), zmq::send_flags::sndmore);
