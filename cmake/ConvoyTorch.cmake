@@ -39,6 +39,10 @@ set_target_properties(convoy_torch PROPERTIES EXPORT_NAME torch
                       CONVOY_TORCH_VERSION "${_convoy_torch_version}"
                       CONVOY_TORCH_PREFIX "${_convoy_torch_prefix}")
 target_link_libraries(convoy_torch INTERFACE convoy torch)
+# A LibTorch built with CUDA (PyPI's wheel; its c10_cuda target): libtorch::Model runs on a GPU in
+# a program that links convoy::cuda too (convoy/torch/model.hpp). A generator expression, so the
+# installed target asks the consumer's LibTorch, not this build's.
+target_compile_definitions(convoy_torch INTERFACE $<$<TARGET_EXISTS:c10_cuda>:CONVOY_TORCH_WITH_CUDA=1>)
 _convoy_torch_link_order(convoy_torch)  # libstdc++ ahead of LibTorch's copies of its parts
 message(STATUS "convoy: convoy::torch is built (LibTorch ${_convoy_torch_version} from "
                "${_convoy_torch_prefix})")

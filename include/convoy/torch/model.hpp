@@ -26,6 +26,17 @@
 #include "../core/variables.hpp"
 #include "detail/tensors.hpp"
 
+// The device path: a program that links convoy::cuda (place::Gpu computes on a device) and a
+// LibTorch built with CUDA (convoy::torch defines CONVOY_TORCH_WITH_CUDA then) runs the module on
+// its replica's device and stream. Without either, the model computes on the host and says why.
+#if defined(CONVOY_WITH_CUDA) && defined(CONVOY_TORCH_WITH_CUDA)
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <optional>
+#define CONVOY_TORCH_ON_DEVICE 1
+#endif
+
 // The namespace is libtorch, not torch: inside namespace convoy, or after `using namespace
 // convoy`, a convoy::torch would hide or clash with LibTorch's own ::torch.
 namespace convoy::libtorch {
@@ -34,16 +45,18 @@ namespace convoy::libtorch {
 /// the batch (labels or targets). Called on the replica's own thread.
 using Loss = std::function<::torch::Tensor(::torch::Tensor const& output, Batch const& batch)>;
 
-/// The batch's labels as a LibTorch int64 tensor (a copy of `rows` integers).
-inline ::torch::Tensor labels_of(Batch const& batch) {
+/// The batch's labels as a LibTorch int64 tensor on `device` (a copy of `rows` integers; to a GPU
+/// without waiting for it when the batch is in page-locked memory). A Loss passes its output's
+/// device: `labels_of(batch, output.device())`.
+inline ::torch::Tensor labels_of(Batch const& batch, ::torch::Device device = ::torch::kCPU) {
   auto const rows = static_cast<std::int64_t>(batch.labels.size());
   return ::torch::from_blob(const_cast<std::int32_t*>(batch.labels.data()), {rows}, ::torch::kInt)
-      .to(::torch::kLong);
+      .to(device, ::torch::kLong, /*non_blocking=*/true);
 }
 
 /// The default Loss: softmax cross-entropy of the output's logits against the batch's labels.
 inline ::torch::Tensor cross_entropy(::torch::Tensor const& logits, Batch const& batch) {
-  return ::torch::nn::functional::cross_entropy(logits, labels_of(batch));
+  return ::torch::nn::functional::cross_entropy(logits, labels_of(batch, logits.device()));
 }
 
 /// A module holder (or pointer) whose module takes one tensor: `net->forward(tensor)`.
@@ -72,8 +85,10 @@ struct ModelOptions {
 /// BatchNorm's running statistics), which a synchronous step sets to the mean of the replicas'
 /// new values. A copy builds a new module with the factory and takes every value by name, so a
 /// module need not be Cloneable. Training runs the module in train() mode, evaluate() in eval()
-/// mode without autograd. Host placements only for now (docs/torch.md). One replica per thread:
-/// not thread-safe.
+/// mode without autograd. Under a placement on a GPU (place::Gpu in a program that links
+/// convoy::cuda, with a LibTorch built with CUDA) the module computes on the replica's device and
+/// stream, its parameters and gradients views of the arenas there (docs/torch.md). One replica per
+/// thread: not thread-safe.
 template <class Net>
 class Model {
  public:
@@ -85,13 +100,13 @@ class Model {
       : factory_(std::make_shared<Factory const>(std::move(factory))),
         options_(std::make_shared<ModelOptions const>(std::move(options))),
         net_((*factory_)()) {
-    for (auto const& item : module().named_parameters()) {
+    for (auto const& item : torch_module().named_parameters()) {
       auto const& t = item.value();
       check_host(item.key(), t);
       auto id = vars_.add(item.key(), detail::shape_of(t));
       copy_into(t, vars_.value(id));
     }
-    for (auto const& item : module().named_buffers()) {
+    for (auto const& item : torch_module().named_buffers()) {
       auto const& t = item.value();
       check_host(item.key(), t);
       auto id = vars_.add_state(item.key(), detail::shape_of(t));
@@ -120,17 +135,16 @@ class Model {
   Variables& variables() { return vars_; }
   Variables const& variables() const { return vars_; }
 
-  /// Why this model computes on the host whatever the placement: its modules stay on the CPU. A
-  /// GPU placement (place::Gpu) hears it before it resolves, and falls back to the host in one line
-  /// or refuses under strict placement.
+#if !defined(CONVOY_TORCH_ON_DEVICE)
+  /// Why this model computes on the host whatever the placement, in a program without the device
+  /// path. A GPU placement (place::Gpu) hears it before it resolves, and falls back to the host in
+  /// one line or refuses under strict placement.
   static std::string device_refusal() {
-    if (::torch::cuda::is_available()) return "libtorch::Model computes on the host only for now";
-    // A CUDA build of LibTorch (PyPI's wheel) on a machine without a device says so, not that
-    // it lacks CUDA.
-    return at::hasCUDA() ? "libtorch::Model computes on the host: this LibTorch has CUDA, but "
-                           "sees no CUDA device"
+    return at::hasCUDA() ? "libtorch::Model computes on the host: link convoy::cuda (and compile "
+                           "the program as CUDA) to put it on a GPU"
                          : "libtorch::Model computes on the host: this LibTorch has no CUDA";
   }
+#endif
 
   /// The module, whose parameters view this model's weights. Use it to inspect or to run the
   /// module yourself; changing its parameters' shapes or devices breaks the views.
@@ -140,18 +154,11 @@ class Model {
   /// finishes its gradient, so a collective engine exchanges it while the backward pass goes on.
   template <class Context>
   float forward_backward(Batch const& batch, Context const& ctx, GradientsReady ready = {}) {
-    if constexpr (may_compute_on_device<Context>) {
-      if (ctx.on_device()) {
-        throw PlacementError(
-            "convoy: libtorch::Model computes on the host only for now; use "
-            "place::Host, place::Mirrored or place::CentralStorage");
-      }
-    }
+    Placed const placed(*this, ctx);
     Pass pass("forward_backward", input_of(batch));
     return in_torch(pass, batch, [&] {
       use_threads();
-      bind();
-      module().train();
+      torch_module().train();
       load_buffers();
       gradients_->start(ready);
       auto const output = forward(pass);
@@ -178,12 +185,17 @@ class Model {
   }
 
   /// Loss sum and correct predictions over the batch, in eval() mode (BatchNorm normalizes with
-  /// its running statistics) and without autograd; touches no gradient.
+  /// its running statistics) and without autograd, where the module last computed (the Trainer
+  /// evaluates a copy, on the host); touches no gradient.
   Metrics evaluate(Batch const& batch) {
+#if defined(CONVOY_TORCH_ON_DEVICE)
+    std::optional<c10::cuda::CUDAGuard> on_device;
+    if (device_.is_cuda()) on_device.emplace(device_.index());
+#endif
     Pass pass("evaluate", input_of(batch));
     return in_torch(pass, batch, [&] {
-      bind();
-      module().eval();
+      bind(device_);
+      torch_module().eval();
       ::torch::NoGradGuard no_grad;
       load_buffers();
       auto const output = forward(pass);
@@ -195,7 +207,7 @@ class Model {
       pass.stage = Stage::metrics;
       if (!batch.labels.empty() && output.dim() == 2) {
         m.correct = static_cast<std::size_t>(
-            output.argmax(1).eq(labels_of(batch)).sum().template item<std::int64_t>());
+            output.argmax(1).eq(labels_of(batch, output.device())).sum().template item<std::int64_t>());
       }
       return m;
     });
@@ -263,7 +275,34 @@ class Model {
     Model& model_;
   };
 
-  ::torch::nn::Module& module() { return *net_; }
+  ::torch::nn::Module& torch_module() { return *net_; }
+
+  // A forward_backward's device: the context's device and stream while it lives, the module and
+  // the views of the arenas moved there, or the host.
+  class Placed {
+   public:
+    template <class Context>
+    Placed(Model& model, Context const& ctx) {
+      ::torch::Device device = ::torch::kCPU;
+      if constexpr (may_compute_on_device<Context>) {
+        if (ctx.on_device()) {
+#if defined(CONVOY_TORCH_ON_DEVICE)
+          device = ::torch::Device(::torch::kCUDA, static_cast<c10::DeviceIndex>(ctx.device()));
+          stream_.emplace(c10::cuda::getStreamFromExternal(ctx.stream(), device.index()));
+#else
+          throw PlacementError("convoy: " + device_refusal() +
+                               "; or use place::Host, place::Mirrored or place::CentralStorage");
+#endif
+        }
+      }
+      model.bind(device);
+    }
+
+   private:
+#if defined(CONVOY_TORCH_ON_DEVICE)
+    std::optional<c10::cuda::CUDAStreamGuard> stream_;
+#endif
+  };
 
   // Where a pass is, so that a LibTorch error names the part that refused: a shape mistake shows
   // in LibTorch's message only as the sizes of some internal tensor.
@@ -327,16 +366,21 @@ class Model {
   static void check_host(std::string const& name, ::torch::Tensor const& t) {
     if (!t.device().is_cpu()) {
       throw Error("convoy: '" + name + "' of the LibTorch module is on " + t.device().str() +
-                  "; build the module on the CPU (libtorch::Model computes on the host for now)");
+                  "; build the module on the CPU: libtorch::Model moves it to the device its "
+                  "placement gives");
     }
   }
   static void copy_into(::torch::Tensor const& t, std::span<float> out) {
     ::torch::NoGradGuard no_grad;
     ::torch::from_blob(out.data(), t.sizes(), ::torch::kFloat).copy_(t);
   }
-  // A float tensor of `like`'s shape over `span`'s memory.
-  static ::torch::Tensor view(std::span<float> span, ::torch::Tensor const& like) {
-    return ::torch::from_blob(span.data(), like.sizes(), ::torch::kFloat);
+  // A float tensor of `like`'s shape over `span`'s memory, on the device the model computes on
+  // (named, so that LibTorch does not ask the driver where the memory is).
+  ::torch::Tensor view(std::span<float> span, ::torch::Tensor const& like) const {
+    return at::for_blob(span.data(), like.sizes())
+        .options(::torch::TensorOptions().dtype(::torch::kFloat).device(device_))
+        .target_device(device_)
+        .make_tensor();
   }
 
   // Matches the new module's parameters and buffers to the variables by name and makes the
@@ -347,19 +391,19 @@ class Model {
       Shape shape;
     };
     std::map<std::string, Shaped> built;
-    for (auto const& item : module().named_parameters())
+    for (auto const& item : torch_module().named_parameters())
       built.emplace(item.key(), Shaped{detail::shape_of(item.value())});
-    for (auto const& item : module().named_buffers())
+    for (auto const& item : torch_module().named_buffers())
       built.emplace(item.key(), Shaped{detail::shape_of(item.value())});
     vars_.check_names(built, "the module the LibTorch factory built");
     params_.clear();
     buffers_.clear();
-    for (auto const& item : module().named_parameters())
+    for (auto const& item : torch_module().named_parameters())
       params_.emplace_back(vars_.at(item.key()), item.value());
-    for (auto const& item : module().named_buffers())
+    for (auto const& item : torch_module().named_buffers())
       buffers_.emplace_back(vars_.at(item.key()), item.value());
     bound_weights_ = nullptr;
-    bind();
+    bind(device_);
     for (auto& [id, param] : params_) {
       param.register_hook([sink = gradients_, index = id.index](::torch::Tensor const& grad) {
         sink->arrived(index, grad);
@@ -367,11 +411,19 @@ class Model {
     }
   }
 
-  // Points every parameter at its place in the arenas, again whenever a strategy moved them
-  // (CentralStorage binds the weights to its central copy after the replicas are built).
-  void bind() {
-    if (vars_.weights().data() == bound_weights_ && vars_.grads().data() == bound_grads_) return;
+  // Points every parameter at its place in the arenas on `device`, again whenever a strategy
+  // moved them (CentralStorage binds the weights to its central copy after the replicas are
+  // built, a GPU placement moves them to its device); the buffers go to `device` too.
+  void bind(::torch::Device device) {
+    if (vars_.weights().data() == bound_weights_ && vars_.grads().data() == bound_grads_ &&
+        device == device_) {
+      return;
+    }
     ::torch::NoGradGuard no_grad;
+    device_ = device;
+    for (auto& [id, buffer] : buffers_) {
+      if (buffer.device() != device) buffer.set_data(buffer.to(device));
+    }
     gradients_->arena.assign(vars_.size(), ::torch::Tensor());
     for (auto& [id, param] : params_) {
       param.set_data(view(vars_.value(id), param));
@@ -411,8 +463,12 @@ class Model {
                        std::to_string(batch.labels.size()) + " labels for " +
                        std::to_string(batch.rows) + " rows");
     }
-    // A view of the caller's features: nothing writes to it, as it needs no gradient.
-    return ::torch::from_blob(const_cast<float*>(batch.features.data()), sizes, ::torch::kFloat);
+    // A view of the caller's features: nothing writes to it, as it needs no gradient. To a device,
+    // a copy that the host does not wait for when the batch is in page-locked memory (the
+    // Trainer's batches are: Strategy::batch_memory); the pass's loss waits for it.
+    auto features =
+        ::torch::from_blob(const_cast<float*>(batch.features.data()), sizes, ::torch::kFloat);
+    return device_.is_cpu() ? features : features.to(device_, /*non_blocking=*/true);
   }
 
   // The module's forward pass on the pass's input; the pass keeps the output for a later error.
@@ -455,6 +511,7 @@ class Model {
   std::shared_ptr<GradientSink> gradients_ = std::make_shared<GradientSink>();
   float const* bound_weights_ = nullptr;
   float const* bound_grads_ = nullptr;
+  ::torch::Device device_ = ::torch::kCPU;  // where the module computes and the views point
 };
 
 }  // namespace convoy::libtorch

@@ -1,0 +1,180 @@
+// libtorch::Model on a CUDA device: one replica under place::Gpu matches a plain LibTorch CUDA loop
+// step for step (float32, BatchNorm's statistics included), its parameters and gradients are views
+// of the arenas on the device and its work runs on the placement's stream, and a checkpoint written
+// on the device resumes on the host and the other way round. Built where convoy::cuda and a
+// LibTorch with CUDA are (CI compiles and links it); without a device it says so and exits 77,
+// which ctest reports as skipped.
+// clang-format off
+#include <torch_first.hpp>  // before doctest: LibTorch's glog defines CHECK
+// clang-format on
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <convoy/strategy.hpp>
+#include <convoy/torch/module_weights.hpp>
+#include <convoy/train/trainer.hpp>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <synthetic.hpp>
+#include <temp_dir.hpp>
+#include <vector>
+
+using namespace convoy;
+namespace nn = ::torch::nn;
+
+namespace {
+
+constexpr std::int64_t side = 8;  // 1 x 8 x 8 images: 64 features
+io::Dataset const data = testing::synthetic_classes(1024, side * side, 4);
+
+// Two convolutions with BatchNorm, so that buffers travel too.
+nn::Sequential conv_net() {
+  nn::Sequential net;
+  net->push_back("conv1", nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1)));
+  net->push_back("bn1", nn::BatchNorm2d(8));
+  net->push_back(nn::ReLU());
+  net->push_back("conv2", nn::Conv2d(nn::Conv2dOptions(8, 8, 3).padding(1).stride(2)));
+  net->push_back("bn2", nn::BatchNorm2d(8));
+  net->push_back(nn::ReLU());
+  net->push_back(nn::Flatten());
+  net->push_back("fc", nn::Linear(8 * (side / 2) * (side / 2), 4));
+  return net;
+}
+
+using Net = libtorch::Model<nn::Sequential>;
+Net make_model() {
+  ::torch::manual_seed(7);
+  return Net(conv_net, {.row_shape = {1, side, side}});
+}
+
+using OnGpu = Strategy<Net, place::Gpu, comm::InProcess, sync::Synchronous>;
+using OnHost = Strategy<Net, place::Host, comm::InProcess, sync::Synchronous>;
+
+// ‖a − b‖ / ‖b‖ over every tensor of `b`.
+double relative_error(std::map<std::string, Tensor> const& a,
+                      std::map<std::string, Tensor> const& b) {
+  double diff = 0.0, norm = 0.0;
+  REQUIRE(a.size() == b.size());
+  for (auto const& [name, t] : b) {
+    auto const& u = a.at(name);
+    REQUIRE(u.data.size() == t.data.size());
+    for (std::size_t i = 0; i < t.data.size(); ++i) {
+      diff += std::pow(static_cast<double>(u.data[i]) - t.data[i], 2);
+      norm += std::pow(static_cast<double>(t.data[i]), 2);
+    }
+  }
+  return std::sqrt(diff / norm);
+}
+
+RunPlan steps_until(std::int64_t until, std::size_t batch, std::vector<float>* losses) {
+  RunPlan plan;
+  plan.until = until;
+  plan.batch = [batch](std::size_t, std::int64_t step) {
+    return data.slice(static_cast<std::size_t>(step) * batch % (data.rows() - batch), batch);
+  };
+  plan.after_step = [losses](StepReport const& r) {
+    losses->push_back(r.loss);
+    return true;
+  };
+  return plan;
+}
+
+}  // namespace
+
+TEST_CASE("one replica on the device matches a plain LibTorch CUDA loop step for step") {
+  // The same convolution algorithms on both sides, so that what differs is convoy alone.
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+  constexpr std::size_t batch = 32;
+  constexpr float rate = 0.05f;
+  OnGpu strategy{make_model(), {.device = 0, .strict = true}};
+  strategy.set_optimizer(optim::Sgd{.learning_rate = rate});
+
+  ::torch::manual_seed(7);
+  auto plain = conv_net();
+  plain->to(::torch::Device(::torch::kCUDA, 0));
+  ::torch::optim::SGD sgd(plain->parameters(), ::torch::optim::SGDOptions(rate));
+  REQUIRE(relative_error(strategy.get_weights(), libtorch::module_weights(*plain)) == 0.0);
+
+  std::vector<float> losses;
+  for (std::int64_t step = 0; step < 6; ++step) {
+    CAPTURE(step);
+    strategy.run(steps_until(step + 1, batch, &losses));
+    REQUIRE(strategy.global_step() == step + 1);
+    auto const b = data.slice(static_cast<std::size_t>(step) * batch % (data.rows() - batch), batch);
+    auto const x = ::torch::from_blob(const_cast<float*>(b.features.data()),
+                                      {static_cast<std::int64_t>(batch), 1, side, side})
+                       .to(::torch::kCUDA);
+    sgd.zero_grad();
+    auto const loss = libtorch::cross_entropy(plain->forward(x), b);
+    loss.backward();
+    sgd.step();
+    CHECK(losses.back() == doctest::Approx(loss.item<float>()).epsilon(1e-5));
+    double const error = relative_error(strategy.get_weights(), libtorch::module_weights(*plain));
+    MESSAGE("step " << step + 1 << ": loss " << losses.back() << ", weights' relative error "
+                    << error);
+    CHECK(error < 1e-5);
+  }
+  // The module the strategy's replica trains lives on the device, viewing the arenas there.
+  auto const& replica = strategy.model();
+  for (auto const& p : replica.net()->parameters()) CHECK(p.device().is_cuda());
+  for (auto const& b : replica.net()->buffers()) CHECK(b.device().is_cuda());
+  auto const first = replica.net()->parameters().front();
+  CHECK(first.data_ptr<float>() == replica.variables().weights().data());
+  CHECK(first.grad().data_ptr<float>() == replica.variables().grads().data());
+}
+
+TEST_CASE("a checkpoint written on the device resumes on the host, and the other way round") {
+  testing::TempDir dir("torch-gpu-checkpoint");
+  FitOptions const options{.steps = 8, .batch_size = 32, .log_every = 0, .log = nullptr};
+  auto const fit = [&]<class S>(S strategy, std::int64_t steps, std::string const& ckpt) {
+    Trainer<S> trainer{std::move(strategy), optim::Momentum{0.05f, 0.9f}};
+    FitOptions o = options;
+    o.steps = steps;
+    o.checkpoint_dir = ckpt;
+    trainer.fit(data, o);
+    return trainer.get_weights();
+  };
+  auto const gpu = [] { return OnGpu{make_model(), {.device = 0, .strict = true}}; };
+  auto const host = [] { return OnHost{make_model()}; };
+
+  auto const gpu_straight = fit(gpu(), 8, "");
+  auto const host_straight = fit(host(), 8, "");
+  // Host and device compute the same function to float32 rounding.
+  double const across = relative_error(gpu_straight, host_straight);
+  MESSAGE("8 steps on the device against 8 on the host: relative error " << across);
+  CHECK(across < 1e-3);
+
+  fit(gpu(), 4, (dir / "from_gpu").string());
+  auto const on_host = fit(host(), 8, (dir / "from_gpu").string());
+  CHECK(relative_error(on_host, gpu_straight) < 1e-3);
+  CHECK(relative_error(on_host, host_straight) < 1e-3);
+
+  fit(host(), 4, (dir / "from_host").string());
+  auto const on_gpu = fit(gpu(), 8, (dir / "from_host").string());
+  CHECK(relative_error(on_gpu, host_straight) < 1e-3);
+}
+
+TEST_CASE("the Trainer trains on the device and evaluates a copy on the host") {
+  Trainer<OnGpu> trainer{OnGpu{make_model(), {.device = 0, .strict = true}},
+                         optim::Momentum{0.05f, 0.9f}};
+  auto const result =
+      trainer.fit(data, {.epochs = 3, .batch_size = 32, .log_every = 0, .log = nullptr});
+  auto const metrics = trainer.evaluate(data);
+  MESSAGE("after 3 epochs: accuracy " << metrics.accuracy() << ", loss " << metrics.mean_loss());
+  CHECK(metrics.accuracy() > 0.5);  // chance is 0.25
+  CHECK(result.global_step == 3 * 1024 / 32);
+}
+
+int main(int argc, char** argv) {
+  if (exec::cuda::device_count() == 0 || !::torch::cuda::is_available()) {
+    std::puts("test_torch_gpu: no CUDA device; skipped");
+    return 77;
+  }
+  std::printf("test_torch_gpu: %s, LibTorch %s\n",
+              exec::cuda::describe(exec::cuda::device_info(0)).c_str(), TORCH_VERSION);
+  doctest::Context context(argc, argv);
+  return context.run();
+}
