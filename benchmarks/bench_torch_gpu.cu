@@ -1,14 +1,24 @@
 // Training throughput of LibTorch models on one GPU: convoy's libtorch::Model under place::Gpu
 // against a plain LibTorch CUDA loop with the same module, batch, optimizer (SGD) and precision
-// (float32; LibTorch's defaults, cuDNN's autotuner on), and, when --eager names its figures, PyTorch
-// eager in Python on the same GPU (benchmarks/torch_eager.py, run first by tools/gpu-check). Two
-// models: the third source text's ResNet (ResNet-18's layout, 224x224x3, 10 classes; synthetic
-// batches) and examples/09's Fashion-MNIST ResNet (1x28x28). Every loop copies each batch from
-// page-locked host memory to the device and reads each step's loss on the host, as a training loop
-// that logs does. Each figure is the best of --repeats runs, interleaved; ratios are to the plain
-// loop of the same run.
+// (float32; LibTorch's defaults, cuDNN's autotuner on), and, when --eager names its figures,
+// PyTorch eager in Python on the same GPU (benchmarks/torch_eager.py, run first by
+// tools/gpu-check). Two models: the third source text's ResNet (ResNet-18's layout, 224x224x3, 10
+// classes; synthetic batches) and examples/09's Fashion-MNIST ResNet (1x28x28). Every loop copies
+// each batch from page-locked host memory to the device and reads each step's loss on the host, as
+// a training loop that logs does. Each figure is the best of --repeats runs, interleaved; ratios
+// are to the plain loop of the same run.
 //
-// Run: build/benchmarks/bench_torch_gpu [--repeats N] [--quick] [--eager PATH] [--json PATH]
+// convoy's row times the steps after the warm-up within one run(); a second row times a run() of
+// the same steps from its start: each run() starts its replica threads, and LibTorch keeps its
+// cuDNN plans per thread, so a run's first steps plan (and autotune) every convolution again.
+// --diagnose adds rows that take convoy's differences one at a time into the plain loop: its
+// parameters as views of one managed-memory arena (exec::Cuda::adopt's), and the loop on a thread
+// and stream of its own.
+//
+// Run: build/benchmarks/bench_torch_gpu [--repeats N] [--quick] [--diagnose] [--eager PATH]
+//                                       [--json PATH]
+#include <c10/cuda/CUDAStream.h>
+
 #include <convoy/torch/model.hpp>
 // (LibTorch first: its logging defines CHECK macros, which no convoy header uses.)
 #include <chrono>
@@ -20,6 +30,7 @@
 #include <memory_resource>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "options.hpp"
@@ -74,13 +85,54 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 void synchronize() { exec::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", 0); }
 
+// How the plain loop keeps its parameters and where it runs (--diagnose).
+enum class Variant { plain, managed, own_stream };
+
+// The module's parameters as views of one managed arena holding their values, as a replica's on
+// place::Gpu. The arena outlives the module (declared first).
+template <class Net>
+std::shared_ptr<float> into_managed(Net& net) {
+  std::int64_t count = 0;
+  for (auto const& p : net->parameters()) count += p.numel();
+  void* memory = nullptr;
+  exec::cuda::check(cudaMallocManaged(&memory, static_cast<std::size_t>(count) * sizeof(float)),
+                    "cudaMallocManaged", 0);
+  std::shared_ptr<float> arena(static_cast<float*>(memory), [](float* q) { (void)cudaFree(q); });
+  torch::NoGradGuard no_grad;
+  std::int64_t at = 0;
+  for (auto& p : net->parameters()) {
+    auto view = at::for_blob(arena.get() + at, p.sizes())
+                    .options(torch::TensorOptions().dtype(torch::kFloat).device(p.device()))
+                    .target_device(p.device())
+                    .make_tensor();
+    view.copy_(p);
+    p.set_data(view);
+    at += p.numel();
+  }
+  synchronize();
+  return arena;
+}
+
 // What a user writes without convoy: the module on the GPU, torch::optim::SGD, each batch copied
 // to the device without waiting, the loss read each step.
 template <class Net>
-double plain_loop(std::function<Net()> const& make, Workload const& w, PinnedBatches const& data) {
+double plain_loop(std::function<Net()> const& make, Workload const& w, PinnedBatches const& data,
+                  Variant variant = Variant::plain) {
+  if (variant == Variant::own_stream) {
+    double rate = 0.0;
+    std::thread([&] {
+      exec::Cuda const gpu(0);
+      auto const scope = gpu.enter();
+      c10::cuda::CUDAStreamGuard const on(c10::cuda::getStreamFromExternal(gpu.stream(), 0));
+      rate = plain_loop(make, w, data);
+    }).join();
+    return rate;
+  }
   torch::manual_seed(1);
+  std::shared_ptr<float> arena;
   auto net = make();
   net->to(torch::kCUDA);
+  if (variant == Variant::managed) arena = into_managed(net);
   net->train();
   torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(learning_rate));
   std::vector<std::int64_t> sizes{static_cast<std::int64_t>(w.batch)};
@@ -103,10 +155,11 @@ double plain_loop(std::function<Net()> const& make, Workload const& w, PinnedBat
   return static_cast<double>(w.steps * static_cast<std::int64_t>(w.batch)) / seconds_since(start);
 }
 
-// The same module as a convoy model on place::Gpu, one replica, the in-process engine.
+// The same module as a convoy model on place::Gpu, one replica, the in-process engine: the steps
+// after the warm-up of one run(), or a second run() from its start.
 template <class Net>
-double with_convoy(std::function<Net()> const& make, Workload const& w,
-                   PinnedBatches const& data) {
+double with_convoy(std::function<Net()> const& make, Workload const& w, PinnedBatches const& data,
+                   bool from_run_start = false) {
   using S = Strategy<libtorch::Model<Net>, place::Gpu, comm::InProcess, sync::Synchronous>;
   torch::manual_seed(1);
   S strategy{libtorch::Model<Net>(make, {.row_shape = w.row_shape}),
@@ -114,10 +167,18 @@ double with_convoy(std::function<Net()> const& make, Workload const& w,
   strategy.set_optimizer(optim::Sgd{.learning_rate = learning_rate});
   RunPlan plan;
   plan.batch = [&](std::size_t, std::int64_t k) { return data.at(k); };
-  plan.until = w.warmup;
-  strategy.run(plan);
-  synchronize();
-  auto const start = std::chrono::steady_clock::now();
+  auto start = std::chrono::steady_clock::now();
+  if (from_run_start) {
+    plan.until = w.warmup;
+    strategy.run(plan);
+    synchronize();
+    start = std::chrono::steady_clock::now();
+  } else {
+    plan.after_step = [&](StepReport const& report) {
+      if (report.global_step == w.warmup) start = std::chrono::steady_clock::now();
+      return true;  // the optimizer has finished the step on the device when this is called
+    };
+  }
   plan.until = w.warmup + w.steps;
   strategy.run(plan);
   synchronize();
@@ -140,12 +201,21 @@ std::map<std::string, double> read_eager(std::string const& path) {
 
 template <class Net>
 bench::Record bench_model(Workload const& w, std::function<Net()> const& make, int repeats,
-                          std::map<std::string, double> const& eager) {
+                          std::map<std::string, double> const& eager, bool diagnose) {
   PinnedBatches const data(w, 4);
-  auto const best = bench::best_of({[&] { return plain_loop(make, w, data); },
-                                    [&] { return with_convoy(make, w, data); }},
-                                   repeats);
-  double const plain = best[0], convoy_rate = best[1];
+  std::vector<std::function<double()>> runs{[&] { return plain_loop(make, w, data); },
+                                            [&] { return with_convoy(make, w, data); },
+                                            [&] { return with_convoy(make, w, data, true); }};
+  std::vector<std::pair<char const*, Variant>> const variants{
+      {"plain, managed params", Variant::managed},
+      {"plain, own thread+stream", Variant::own_stream}};
+  if (diagnose) {
+    for (auto const& [label, v] : variants) {
+      runs.push_back([&, v] { return plain_loop(make, w, data, v); });
+    }
+  }
+  auto const best = bench::best_of(runs, repeats);
+  double const plain = best[0], convoy_rate = best[1], from_start = best[2];
   auto const found = eager.find(w.key);
   double const python = found == eager.end() ? 0.0 : found->second;
   std::printf("%s, batch %zu, %lld steps after %lld, best of %d\n", w.name.c_str(), w.batch,
@@ -153,7 +223,11 @@ bench::Record bench_model(Workload const& w, std::function<Net()> const& make, i
   std::printf("%-26s %12s %10s\n", "config", "images/s", "vs plain");
   std::printf("%-26s %12.0f %10.3f\n", "plain LibTorch loop", plain, 1.0);
   std::printf("%-26s %12.0f %10.3f\n", "convoy place::Gpu", convoy_rate, convoy_rate / plain);
+  std::printf("%-26s %12.0f %10.3f\n", "convoy, from run() start", from_start, from_start / plain);
   if (python > 0.0) std::printf("%-26s %12.0f %10.3f\n", "PyTorch eager", python, python / plain);
+  for (std::size_t d = 3; d < best.size(); ++d) {
+    std::printf("%-26s %12.0f %10.3f\n", variants[d - 3].first, best[d], best[d] / plain);
+  }
   std::printf("convoy against the plain loop: %+.1f%%", 100.0 * (convoy_rate / plain - 1.0));
   if (python > 0.0) std::printf("   against PyTorch eager: %.3f", convoy_rate / python);
   std::printf("\n\n");
@@ -162,7 +236,16 @@ bench::Record bench_model(Workload const& w, std::function<Net()> const& make, i
   record.set("batch", w.batch).set("steps", w.steps);
   record.set("plain_loop", plain).set("convoy_gpu", convoy_rate);
   record.set("convoy_vs_plain", convoy_rate / plain);
-  if (python > 0.0) record.set("pytorch_eager", python).set("convoy_vs_eager", convoy_rate / python);
+  record.set("convoy_from_run_start", from_start)
+      .set("from_run_start_vs_plain", from_start / plain);
+  for (std::size_t d = 3; d < best.size(); ++d) {
+    record.add("diagnosis", bench::Record{}
+                                .set("config", variants[d - 3].first)
+                                .set("images_per_second", best[d])
+                                .set("vs_plain", best[d] / plain));
+  }
+  if (python > 0.0)
+    record.set("pytorch_eager", python).set("convoy_vs_eager", convoy_rate / python);
   return record;
 }
 
@@ -170,13 +253,14 @@ bench::Record bench_model(Workload const& w, std::function<Net()> const& make, i
 
 int main(int argc, char** argv) {
   int repeats = 3;
-  bool quick = false;
+  bool quick = false, diagnose = false;
   std::string eager_path;
   bench::CommandLine cli("bench_torch_gpu",
                          "Training images/s of LibTorch models on one GPU through convoy, against "
                          "a plain LibTorch loop and PyTorch eager.");
   cli.integer("--repeats", "N", repeats, 1, "runs of each configuration, best kept (default 3)");
   cli.flag("--quick", quick, "a smoke run: few steps, 1 repeat");
+  cli.flag("--diagnose", diagnose, "also the plain loop with each of convoy's differences");
   cli.option("--eager", "PATH", "PyTorch eager's figures, as benchmarks/torch_eager.py wrote them",
              [&eager_path](std::string_view v) {
                eager_path = std::string(v);
@@ -192,15 +276,20 @@ int main(int argc, char** argv) {
   std::printf("bench_torch_gpu: %s, LibTorch %s\n",
               exec::cuda::describe(exec::cuda::device_info(0)).c_str(), TORCH_VERSION);
   at::globalContext().setBenchmarkCuDNN(true);
+  int concurrent = 0, pageable = 0;
+  (void)cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, 0);
+  (void)cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, 0);
+  std::printf("concurrent managed access: %d, pageable memory access: %d\n", concurrent, pageable);
   if (quick) repeats = 1;
   auto const eager = read_eager(eager_path);
-  Workload const resnet18{"ResNet-18 224x224x3", "resnet18", {3, 224, 224}, 64,
-                          quick ? 2 : 10, quick ? 3 : 40};
+  Workload const resnet18{"ResNet-18 224x224x3", "resnet18",    {3, 224, 224}, 64,
+                          quick ? 2 : 10,        quick ? 3 : 40};
   Workload const small{"Fashion-MNIST ResNet", "fmnist_resnet", {1, 28, 28}, 64,
-                       quick ? 2 : 20, quick ? 5 : 300};
+                       quick ? 2 : 20,         quick ? 5 : 300};
   results.add(bench_model(resnet18, std::function<zoo::ResNet18()>([] { return zoo::ResNet18(); }),
-                          repeats, eager));
-  results.add(bench_model(small, std::function<examples::ResNet()>([] { return examples::ResNet(); }),
-                          repeats, eager));
+                          repeats, eager, diagnose));
+  results.add(bench_model(small,
+                          std::function<examples::ResNet()>([] { return examples::ResNet(); }),
+                          repeats, eager, diagnose));
   return results.write() ? 0 : 1;
 }

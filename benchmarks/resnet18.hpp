@@ -15,18 +15,17 @@ struct ResNet18Impl : torch::nn::Module {
       : stem(register_module(
             "stem",
             torch::nn::Sequential(
-                torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)),
+                torch::nn::Conv2d(
+                    torch::nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)),
                 torch::nn::BatchNorm2d(64), torch::nn::ReLU(),
                 torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(3).stride(2).padding(1))))),
-        stages(register_module("stages", torch::nn::Sequential(
-                                             examples::ResidualBlock(64, 64, 1),
-                                             examples::ResidualBlock(64, 64, 1),
-                                             examples::ResidualBlock(64, 128, 2),
-                                             examples::ResidualBlock(128, 128, 1),
-                                             examples::ResidualBlock(128, 256, 2),
-                                             examples::ResidualBlock(256, 256, 1),
-                                             examples::ResidualBlock(256, 512, 2),
-                                             examples::ResidualBlock(512, 512, 1)))),
+        stages(register_module(
+            "stages",
+            torch::nn::Sequential(
+                examples::ResidualBlock(64, 64, 1), examples::ResidualBlock(64, 64, 1),
+                examples::ResidualBlock(64, 128, 2), examples::ResidualBlock(128, 128, 1),
+                examples::ResidualBlock(128, 256, 2), examples::ResidualBlock(256, 256, 1),
+                examples::ResidualBlock(256, 512, 2), examples::ResidualBlock(512, 512, 1)))),
         classifier(register_module("classifier", torch::nn::Linear(512, 10))) {}
   torch::Tensor forward(torch::Tensor x) {
     x = stages->forward(stem->forward(x));

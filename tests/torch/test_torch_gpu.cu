@@ -27,7 +27,7 @@ namespace nn = ::torch::nn;
 namespace {
 
 constexpr std::int64_t side = 8;  // 1 x 8 x 8 images: 64 features
-io::Dataset const data = testing::synthetic_classes(1024, side * side, 4);
+io::Dataset const data = testing::synthetic_classes(1024, side* side, 4);
 
 // Two convolutions with BatchNorm, so that buffers travel too.
 nn::Sequential conv_net() {
@@ -103,7 +103,8 @@ TEST_CASE("one replica on the device matches a plain LibTorch CUDA loop step for
     CAPTURE(step);
     strategy.run(steps_until(step + 1, batch, &losses));
     REQUIRE(strategy.global_step() == step + 1);
-    auto const b = data.slice(static_cast<std::size_t>(step) * batch % (data.rows() - batch), batch);
+    auto const b =
+        data.slice(static_cast<std::size_t>(step) * batch % (data.rows() - batch), batch);
     auto const x = ::torch::from_blob(const_cast<float*>(b.features.data()),
                                       {static_cast<std::int64_t>(batch), 1, side, side})
                        .to(::torch::kCUDA);

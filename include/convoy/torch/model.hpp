@@ -41,6 +41,27 @@
 // convoy`, a convoy::torch would hide or clash with LibTorch's own ::torch.
 namespace convoy::libtorch {
 
+namespace detail {
+
+// to[i].copy_(from[i]) and to[i].sub_(from[i]) for every i: on a device, one multi-tensor kernel
+// (LibTorch's foreach operations; copy since 2.1) instead of a launch per tensor, which for a
+// ResNet's dozens of BatchNorm buffers cost more than its convolutions' share of a step; on the
+// host, a loop.
+inline void copy_each(std::vector<::torch::Tensor> const& to,
+                      std::vector<::torch::Tensor> const& from) {
+#if __has_include(<ATen/ops/_foreach_copy.h>)
+  if (!to.empty() && to.front().is_cuda()) return at::_foreach_copy_(to, from);
+#endif
+  for (std::size_t i = 0; i < to.size(); ++i) to[i].copy_(from[i]);
+}
+inline void subtract_each(std::vector<::torch::Tensor> const& to,
+                          std::vector<::torch::Tensor> const& from) {
+  if (!to.empty() && to.front().is_cuda()) return at::_foreach_sub_(to, from);
+  for (std::size_t i = 0; i < to.size(); ++i) to[i].sub_(from[i]);
+}
+
+}  // namespace detail
+
 /// A batch's loss: a scalar tensor, the mean over the batch's rows, from the module's output and
 /// the batch (labels or targets). Called on the replica's own thread.
 using Loss = std::function<::torch::Tensor(::torch::Tensor const& output, Batch const& batch)>;
@@ -160,21 +181,25 @@ class Model {
       use_threads();
       torch_module().train();
       load_buffers();
-      gradients_->start(ready);
+      // Nobody to tell as gradients arrive (one replica on a device): copy them all at once after
+      // the pass, in one multi-tensor kernel rather than one copy per parameter.
+      gradients_->start(ready, !ready && device_.is_cuda());
       auto const output = forward(pass);
       pass.stage = Stage::loss;
       auto const loss = options_->loss(output, batch);
       // The buffers' change, old minus new (Variables::add_state), is known once the forward
       // pass ran.
-      for (auto const& [id, buffer] : buffers_) {
-        auto const old = view(vars_.value(id), buffer);
-        view(vars_.grad(id), buffer).copy_(old - buffer.to(::torch::kFloat));
-        gradients_->tell(id.index);
+      {
+        ::torch::NoGradGuard no_grad;
+        detail::copy_each(buffer_views_.changes, buffer_views_.values);
+        detail::subtract_each(buffer_views_.changes, buffer_views_.buffers);
       }
+      for (auto const& [id, buffer] : buffers_) gradients_->tell(id.index);
       pass.stage = Stage::backward;
       {
         Backward const backward(*this);
         loss.backward();
+        gradients_->gather(params_);
       }
       gradients_->finish();
       return loss.template item<float>();
@@ -206,8 +231,10 @@ class Model {
                    static_cast<double>(batch.rows);
       pass.stage = Stage::metrics;
       if (!batch.labels.empty() && output.dim() == 2) {
-        m.correct = static_cast<std::size_t>(
-            output.argmax(1).eq(labels_of(batch, output.device())).sum().template item<std::int64_t>());
+        m.correct = static_cast<std::size_t>(output.argmax(1)
+                                                 .eq(labels_of(batch, output.device()))
+                                                 .sum()
+                                                 .template item<std::int64_t>());
       }
       return m;
     });
@@ -228,17 +255,33 @@ class Model {
     std::vector<::torch::Tensor> arena;  // by variable id: a parameter's gradient in the arena
     std::vector<char> told;
     bool active = false;
+    bool batched = false;  // gather() copies every gradient after the pass, not the hooks
 
-    void start(GradientsReady r) {
+    void start(GradientsReady r, bool after_the_pass) {
       ready = r;
+      batched = after_the_pass;
       told.assign(arena.size(), 0);
     }
     // Called by a parameter's hook; outside forward_backward (a backward pass the user runs), the
     // gradient accumulates into the arena view as autograd's own does.
     void arrived(std::size_t id, ::torch::Tensor const& grad) {
-      if (!active || told[id]) return;
+      if (!active || batched || told[id]) return;
       arena[id].copy_(grad);
       tell(id);
+    }
+    // When batched: the gradients autograd left in the parameters' grads (undefined for the pass,
+    // so it kept its own tensors), into the arena at once.
+    void gather(std::vector<std::pair<VariableId, ::torch::Tensor>> const& params) {
+      if (!batched) return;
+      std::vector<::torch::Tensor> to, from;
+      for (auto const& [id, param] : params) {
+        if (!param.grad().defined()) continue;  // not reached: finish() zeroes it
+        to.push_back(arena[id.index]);
+        from.push_back(param.grad());
+        told[id.index] = 1;
+      }
+      ::torch::NoGradGuard no_grad;
+      detail::copy_each(to, from);
     }
     void tell(std::size_t id) {
       if (told[id]) return;
@@ -430,6 +473,12 @@ class Model {
       gradients_->arena[id.index] = view(vars_.grad(id), param);
       param.mutable_grad() = gradients_->arena[id.index];
     }
+    buffer_views_ = {};
+    for (auto& [id, buffer] : buffers_) {
+      buffer_views_.buffers.push_back(buffer);
+      buffer_views_.values.push_back(view(vars_.value(id), buffer));
+      buffer_views_.changes.push_back(view(vars_.grad(id), buffer));
+    }
     bound_weights_ = vars_.weights().data();
     bound_grads_ = vars_.grads().data();
   }
@@ -438,7 +487,7 @@ class Model {
   // mean after a synchronous step, or what a load or restore wrote).
   void load_buffers() {
     ::torch::NoGradGuard no_grad;
-    for (auto& [id, buffer] : buffers_) buffer.copy_(view(vars_.value(id), buffer));
+    detail::copy_each(buffer_views_.buffers, buffer_views_.values);
   }
 
   // The batch's features as the module's input: {rows, ...row_shape}, a view without a copy.
@@ -508,6 +557,11 @@ class Model {
   Variables vars_;
   std::vector<std::pair<VariableId, ::torch::Tensor>> params_;
   std::vector<std::pair<VariableId, ::torch::Tensor>> buffers_;
+  // The buffers, and float views of their values and changes in the arenas, in buffers_' order:
+  // lists for the multi-tensor copies of load_buffers() and forward_backward.
+  struct BufferViews {
+    std::vector<::torch::Tensor> buffers, values, changes;
+  } buffer_views_;
   std::shared_ptr<GradientSink> gradients_ = std::make_shared<GradientSink>();
   float const* bound_weights_ = nullptr;
   float const* bound_grads_ = nullptr;
