@@ -3,10 +3,10 @@
 // (float32; LibTorch's defaults, cuDNN's autotuner on), and, when --eager names its figures,
 // PyTorch eager in Python on the same GPU (benchmarks/torch_eager.py, run first by
 // tools/gpu-check). Two models: the third source text's ResNet (ResNet-18's layout, 224x224x3, 10
-// classes; synthetic batches) and examples/09's Fashion-MNIST ResNet (1x28x28). Every loop copies
-// each batch from page-locked host memory to the device and reads each step's loss on the host, as
-// a training loop that logs does. Each figure is the best of --repeats runs, interleaved; ratios
-// are to the plain loop of the same run.
+// classes; synthetic batches) and examples/09_torch_resnet's Fashion-MNIST ResNet (1x28x28). Every
+// loop copies each batch from page-locked host memory to the device and reads each step's loss on
+// the host, as a training loop that logs does. Each figure is the best of --repeats runs,
+// interleaved; ratios are to the plain loop of the same run.
 //
 // convoy's row times the steps after the warm-up within one run(); a second row times a run() of
 // the same steps from its start: each run() starts its replica threads, and LibTorch keeps its

@@ -1,6 +1,6 @@
 // The third source text's ResNet (tf.distribute's article): a 7x7 stem with max pooling, four
 // stages of two residual blocks from 64 to 512 channels, global average pooling and 10 classes,
-// on 224x224x3 images; ResNet-18's layout, built of examples/09's residual block.
+// on 224x224x3 images; ResNet-18's layout, built of examples/09_torch_resnet's residual block.
 // benchmarks/torch_eager.py writes the same module in Python.
 #pragma once
 
