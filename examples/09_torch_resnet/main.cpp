@@ -5,15 +5,18 @@
 // LibTorch (a stem, three stages of one residual block each, 16, 32 and 64 channels,
 // conv-BatchNorm-ReLU twice with an identity or projection shortcut, global average pooling, a
 // dense classifier, as the third source text builds it). libtorch::Model<ResNet> makes it a convoy
-// model, and the strategy is one type line: Mirrored replicas, CentralStorage, or a
+// model, and the strategy is one type line: Mirrored replicas, CentralStorage, one GPU, or a
 // parameter-server cluster, synchronous or asynchronous. Weights files and checkpoints speak
 // LibTorch's names ("stage2.conv1.weight"); BatchNorm's running statistics travel with them, and
 // --save-weights model.pt writes LibTorch's own archive, which torch::load reads.
 //
 // Run:   build/examples/torch_resnet                     (6 epochs, Mirrored, one replica a core)
 //        build/examples/torch_resnet --strategy central --steps 200
+//        build-torch2/examples/torch_resnet --strategy gpu   (a CUDA LibTorch, convoy::cuda)
 //        tools/convoy-launch --ps 1 --workers 2 -- build/examples/torch_resnet --strategy ps-sync
-// Needs: LibTorch (Debian's libtorch-dev) and Debian's dataset-fashion-mnist package.
+// Needs: LibTorch (Debian's libtorch-dev) and Debian's dataset-fashion-mnist package; for a GPU,
+//        a LibTorch built with CUDA (PyPI's wheel: tools/dev build torch2), which compiles this
+//        file as CUDA with convoy::cuda.
 // Expect: progress lines, then "test accuracy: 0.91" or more with the defaults (6 epochs, Adam
 //         with a cosine decay), in about 4 min on 2 cores, and where the time went. A bad option
 //         ends at once with one line on stderr and exit status 2; an error while training, with
@@ -61,9 +64,10 @@ struct Options {
 };
 
 constexpr std::string_view usage = R"(usage: torch_resnet [options]
-  --strategy NAME       mirrored (place::Mirrored), central (place::CentralStorage), both
-                        comm::InProcess and sync::Synchronous; ps-sync or ps-async
-                        (place::Sharded<>, comm::ZmqPs); multiworker (place::Mirrored,
+  --strategy NAME       mirrored (place::Mirrored), central (place::CentralStorage), gpu
+                        (place::Gpu: one GPU, the local rank's; the host, saying why, where
+                        there is none), all comm::InProcess and sync::Synchronous; ps-sync or
+                        ps-async (place::Sharded<>, comm::ZmqPs); multiworker (place::Mirrored,
                         comm::Gloo, sync::Synchronous: worker processes, no ps, one replica
                         each unless --replicas); every task of a cluster started by
                         tools/convoy-launch, TF_CONFIG or a launcher  (default mirrored)
@@ -93,9 +97,9 @@ Options parse(int argc, char** argv) {
   };
   examples::parse_flags(argc, argv, usage, [&](std::string_view flag, std::string_view v) {
     if (flag == "--strategy") {
-      if (v != "mirrored" && v != "central" && v != "ps-sync" && v != "ps-async" &&
+      if (v != "mirrored" && v != "central" && v != "gpu" && v != "ps-sync" && v != "ps-async" &&
           v != "multiworker")
-        bad_value(flag, v, "expected mirrored, central, ps-sync, ps-async or multiworker");
+        bad_value(flag, v, "expected mirrored, central, gpu, ps-sync, ps-async or multiworker");
       o.strategy = v;
     } else if (flag == "--batch") {
       o.batch = parse_integer<std::size_t>(flag, v, 1, 1 << 20, "expected a whole number >= 1");
@@ -144,7 +148,10 @@ Options parse(int argc, char** argv) {
       convoy::callbacks::metrics_format_for(o.metrics);
       convoy::io::require_writable_file(o.metrics, "metrics file", false);
     });
-  if (o.replicas == 0 && o.strategy == "multiworker") {
+  if (o.strategy == "gpu") {
+    if (o.replicas > 1) bad_value("--replicas", std::to_string(o.replicas), "gpu has one replica");
+    o.replicas = 1;
+  } else if (o.replicas == 0 && o.strategy == "multiworker") {
     o.replicas = 1;              // the worker processes share the cores
   } else if (o.replicas == 0) {  // one per core, lowered until it divides the batch
     o.replicas = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -271,6 +278,10 @@ int dispatch(Options const& o) {
     using Strategy =
         convoy::Strategy<Model, place::CentralStorage, comm::InProcess, sync::Synchronous>;
     return train(o, Strategy{make_model(o.seed), {.replicas = o.replicas}}, true);
+  }
+  if (o.strategy == "gpu") {
+    using Strategy = convoy::Strategy<Model, place::Gpu, comm::InProcess, sync::Synchronous>;
+    return train(o, Strategy{make_model(o.seed), place::Gpu{.log_placement = true}}, true);
   }
   if (o.strategy == "multiworker") {
 #if defined(CONVOY_WITH_GLOO)
