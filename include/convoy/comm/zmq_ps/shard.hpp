@@ -249,6 +249,15 @@ class Shard {
     std::uint64_t sequence = 0;
     float loss = 0.0f;             ///< apply-at-once: its own update's loss
     std::uint64_t generation = 0;  ///< the request's: a pull of a later one waits for its restore
+
+    /// What a reply to it echoes of the request: its op, worker and sequence.
+    Header request() const {
+      Header h;
+      h.op = op;
+      h.worker = worker;
+      h.sequence = sequence;
+      return h;
+    }
   };
   /// A worker's last push: its number and its answer, to answer a copy sent again without
   /// applying it twice.
@@ -440,11 +449,7 @@ class Shard {
                    "worker count makes backup workers)";
         if (options_.log) *options_.log << failure_ << std::endl;
         for (auto& wait : waiting_) {  // every waiting worker hears it now, the others next time
-          Header h;
-          h.op = wait.op;
-          h.worker = wait.worker;
-          h.sequence = wait.sequence;
-          reply_error(wait.peer, h, failure_);
+          reply_error(wait.peer, wait.request(), failure_);
         }
         waiting_.clear();
         return;
@@ -1053,11 +1058,7 @@ class Shard {
         ++i;
         continue;
       }
-      Header request;
-      request.op = waiting_[i].op;
-      request.worker = waiting_[i].worker;
-      request.sequence = waiting_[i].sequence;
-      reply_error(waiting_[i].peer, request, why);
+      reply_error(waiting_[i].peer, waiting_[i].request(), why);
       waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
       ++voided;
     }
@@ -1078,11 +1079,7 @@ class Shard {
         ++i;
         continue;
       }
-      Header h;
-      h.op = Op::push;
-      h.worker = waiting_[i].worker;
-      h.sequence = waiting_[i].sequence;
-      reply(waiting_[i].peer, h, Status::stopped, {});
+      reply(waiting_[i].peer, waiting_[i].request(), Status::stopped, {});
       waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
       ++stopped;
     }
@@ -1117,12 +1114,8 @@ class Shard {
       if constexpr (sync::bounds_staleness<Rules>) {
         if (wait.op == Op::push) largest_lead_ = std::max(largest_lead_, rules_.lead(wait.worker));
       }
-      Header h;
-      h.op = wait.op;
-      h.worker = wait.worker;
-      h.sequence = wait.sequence;
       if (wait.op == Op::push && !rules_.accumulates()) update_loss_ = wait.loss;
-      reply(wait.peer, h, Status::ok, weights_frames());
+      reply(wait.peer, wait.request(), Status::ok, weights_frames());
       waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
     }
   }
