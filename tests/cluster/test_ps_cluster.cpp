@@ -282,7 +282,10 @@ TEST_CASE("bounded staleness at the shard: a fast worker never leads a slow one 
 
 TEST_CASE("2 of 3 synchronous workers: a slow worker does not hold the others, its drops count") {
   testing::TempDir dir("ps-2of3");
-  run_cluster("2of3:slow=2:40", dir.path, 1, 3);
+  // Long enough (about a second) for the slow worker to push many times: with 30 steps of a
+  // fraction of a millisecond and 40 ms a slow step, the fast workers sometimes finished before
+  // its first gradient came (1 run in 20 here, once in CI), and nothing was dropped.
+  run_cluster("2of3:steps=3000:slow=2:10", dir.path, 1, 3);
   auto const ps0 = read_result(dir / "result-ps0.txt");
   CHECK(ps0.global_step >= steps);
   CHECK(ps0.applied == 2 * ps0.global_step);
