@@ -1,10 +1,12 @@
 // ctest-labels: unit fault
 // The failure model, in every in-process engine: an exception thrown by forward_backward, the
-// optimizer or after_step reaches the caller of run() with every thread joined; after_step returning
-// false stops the run; a replica that never returns from its step ends the run with a TimeoutError
-// naming it; and an asynchronous run carries on past a failed replica and reports it at the end.
+// optimizer or after_step reaches the caller of run() with every thread joined; after_step
+// returning false stops the run; a replica that never returns from its step ends the run with a
+// TimeoutError naming it; and an asynchronous run carries on past a failed replica and reports it
+// at the end.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <convoy/nn/mlp.hpp>
 #include <convoy/strategy.hpp>
@@ -33,10 +35,16 @@ io::Dataset const data = testing::synthetic_classes(960, 12, 3);
 thread_local std::size_t current_replica = 0;
 thread_local std::int64_t current_step = 0;
 
+// Set by forward_backward just before its injected throw. An asynchronous run does not wait for a
+// slow replica, so on a busy machine the others could finish the run before the faulty replica
+// reaches its step; a test that needs the fault to happen holds the others at a step till it has.
+std::atomic<bool> fault_thrown{false};
+std::atomic<std::int64_t> hold_others_at{-1};
+
 // What the test makes a replica do at one of its steps, shared by every copy of the model.
 struct Faults {
   static constexpr std::size_t every_replica = static_cast<std::size_t>(-1);
-  std::size_t replica = 0;  // or every_replica
+  std::size_t replica = 0;     // or every_replica
   std::int64_t throw_at = -1;  // forward_backward throws at this local step
   std::int64_t hang_at = -1;   // forward_backward does not return at this local step...
   std::shared_future<void> released = std::promise<void>().get_future().share();  // ...till then
@@ -47,8 +55,10 @@ struct FaultyMlp {
   std::shared_ptr<Faults> faults = std::make_shared<Faults>();
   Variables& variables() { return mlp.variables(); }
   float forward_backward(Batch const& b) {
-    bool const mine = faults->replica == Faults::every_replica || current_replica == faults->replica;
+    bool const mine =
+        faults->replica == Faults::every_replica || current_replica == faults->replica;
     if (mine && current_step == faults->throw_at) {
+      fault_thrown = true;
       throw std::runtime_error("injected fault in forward_backward");
     }
     if (current_replica == faults->replica && current_step == faults->hang_at) {
@@ -110,6 +120,9 @@ RunPlan fault_plan(S const& strategy, std::int64_t until,
         current_replica = r;
         current_step = k;
         std::this_thread::sleep_for(100us);
+        if (k == hold_others_at) {
+          for (int i = 0; i < 2000 && !fault_thrown; ++i) std::this_thread::sleep_for(5ms);
+        }
         return feed(r, k);
       },
       std::move(after));
@@ -124,6 +137,18 @@ void still_trains(S& strategy) {
   CHECK(strategy.global_step() >= from + 6);
 }
 
+// While it lives, every replica that reaches local step `step` waits (10 s at most) till the
+// injected fault has been thrown.
+struct HoldOthers {
+  explicit HoldOthers(std::int64_t step) {
+    fault_thrown = false;
+    hold_others_at = step;
+  }
+  ~HoldOthers() { hold_others_at = -1; }
+  HoldOthers(HoldOthers const&) = delete;
+  HoldOthers& operator=(HoldOthers const&) = delete;
+};
+
 struct ClogCapture {
   std::ostringstream text;
   std::streambuf* old = std::clog.rdbuf(text.rdbuf());
@@ -133,8 +158,7 @@ struct ClogCapture {
 }  // namespace
 
 TEST_CASE_TEMPLATE("a throw in forward_backward reaches the caller with every thread joined", C,
-                   HostSync, MirroredSync, CentralSync, TwoOfThree, MirroredAsync,
-                   CentralBounded) {
+                   HostSync, MirroredSync, CentralSync, TwoOfThree, MirroredAsync, CentralBounded) {
   C const config;
   FaultyMlp model;
   auto strategy = config.make(model);
@@ -144,6 +168,7 @@ TEST_CASE_TEMPLATE("a throw in forward_backward reaches the caller with every th
   ClogCapture capture;
   if constexpr (C::asynchronous) {
     // The others train to the end; the failure is logged at once and reported at the end.
+    HoldOthers const hold(5);
     try {
       strategy.run(fault_plan(strategy, 40));
       FAIL("no ReplicaError");
@@ -151,6 +176,7 @@ TEST_CASE_TEMPLATE("a throw in forward_backward reaches the caller with every th
       CHECK(e.replicas == std::vector<std::size_t>{strategy.replicas() - 1});
       CHECK(std::string(e.what()).find("injected fault in forward_backward") != std::string::npos);
     }
+    CHECK(fault_thrown);
     CHECK(strategy.global_step() == 40);
     CHECK(capture.text.str().find("replica 1 failed and stops; the others carry on") !=
           std::string::npos);
@@ -164,8 +190,7 @@ TEST_CASE_TEMPLATE("a throw in forward_backward reaches the caller with every th
 }
 
 TEST_CASE_TEMPLATE("a throw in the optimizer reaches the caller with every thread joined", C,
-                   HostSync, MirroredSync, CentralSync, TwoOfThree, MirroredAsync,
-                   CentralBounded) {
+                   HostSync, MirroredSync, CentralSync, TwoOfThree, MirroredAsync, CentralBounded) {
   C const config;
   auto strategy = config.make(FaultyMlp{});
   auto& group = strategy.engine().state();
@@ -183,9 +208,8 @@ TEST_CASE_TEMPLATE("a throw in the optimizer reaches the caller with every threa
   still_trains(strategy);
 }
 
-TEST_CASE_TEMPLATE("a throw in after_step reaches the caller with every thread joined", C,
-                   HostSync, MirroredSync, CentralSync, TwoOfThree, MirroredAsync,
-                   CentralBounded) {
+TEST_CASE_TEMPLATE("a throw in after_step reaches the caller with every thread joined", C, HostSync,
+                   MirroredSync, CentralSync, TwoOfThree, MirroredAsync, CentralBounded) {
   C const config;
   auto strategy = config.make(FaultyMlp{});
   auto after = [](StepReport const& r) {
@@ -214,8 +238,7 @@ TEST_CASE_TEMPLATE("after_step returning false stops the run", C, HostSync, Mirr
 }
 
 TEST_CASE_TEMPLATE("a replica that never returns ends the run with a TimeoutError naming it", C,
-                   HostSync, MirroredSync, CentralSync, TwoOfThree, MirroredAsync,
-                   CentralBounded) {
+                   HostSync, MirroredSync, CentralSync, TwoOfThree, MirroredAsync, CentralBounded) {
   C const config;
   std::promise<void> release;
   FaultyMlp model;
@@ -244,6 +267,7 @@ TEST_CASE("an asynchronous run told to stop on error rethrows the first one as i
   auto strategy = config.make(model);
   model.faults->replica = 0;
   model.faults->throw_at = 2;
+  HoldOthers const hold(5);
   CHECK_THROWS_WITH_AS(strategy.run(fault_plan(strategy, 400)),
                        "injected fault in forward_backward", std::runtime_error);
   CHECK(strategy.global_step() < 400);
@@ -256,6 +280,7 @@ TEST_CASE("an asynchronous run goes on while all but one replica have failed") {
   auto strategy = config.make(model);
   model.faults->replica = 1;
   model.faults->throw_at = 0;  // replica 1 fails at once
+  HoldOthers const hold(5);
   ClogCapture capture;
   CHECK_THROWS_AS(strategy.run(fault_plan(strategy, 60)), ReplicaError);
   CHECK(strategy.global_step() == 60);
