@@ -53,6 +53,18 @@ concept discards_open_step = requires(R& r) {
   { r.discard() } -> std::convertible_to<std::size_t>;
 };
 
+/// Optional: rules whose group of replicas changes (sync::Aggregator): `leave(r)` when r is lost
+/// for good (true: the open step is complete without it, apply it now; it is a member again from
+/// its next gradient), `member(r)`, `contributed(r)`, whether r's gradient is in the open step, and
+/// `summed()`, the gradients in it.
+template <class R>
+concept elastic = requires(R& r, R const& c, std::size_t replica) {
+  { r.leave(replica) } -> std::same_as<bool>;
+  { c.member(replica) } -> std::same_as<bool>;
+  { c.contributed(replica) } -> std::same_as<bool>;
+  { c.summed() } -> std::convertible_to<std::size_t>;
+};
+
 /// Optional on a Sync policy: `replicas_to_aggregate`, the M of a step that takes the first M
 /// gradients (sync::Synchronous; 0: all).
 template <class S>

@@ -1,5 +1,5 @@
-// The rule objects of the three Sync policies, alone: scripted arrival orders, no threads. These are
-// the objects the in-process central store drives now and a parameter-server shard drives next.
+// The rule objects of the three Sync policies, alone: scripted arrival orders, no threads. These
+// are the objects the in-process central store drives now and a parameter-server shard drives next.
 #include <doctest/doctest.h>
 
 #include <convoy/sync/aggregator.hpp>
@@ -59,6 +59,63 @@ TEST_CASE("Aggregator: all of N is lock step; a run that ends mid-step discards 
   CHECK(all.discard() == 1);  // its one gradient is dropped; the step stays open
   CHECK(all.open_step() == 7);
   CHECK(all.admit(1, 7) == Admission::accumulate);
+}
+
+TEST_CASE("Aggregator: a lost member shrinks the steps; its gradient in the open step counts") {
+  sync::Aggregator all(3, 3);  // lock step over 3
+  // Replica 2 gave its gradient for step 0, then is lost: the step still takes it, and 0 and 1.
+  CHECK(all.admit(2, 0) == Admission::accumulate);
+  CHECK_FALSE(all.accumulated(2));
+  CHECK_FALSE(all.leave(2));
+  CHECK_FALSE(all.member(2));
+  CHECK(all.gradients_per_update() == 3);
+  CHECK(all.admit(0, 0) == Admission::accumulate);
+  CHECK_FALSE(all.accumulated(0));
+  CHECK(all.admit(1, 0) == Admission::accumulate);
+  CHECK(all.accumulated(1));
+  all.applied(1);
+  // From step 1 on, two gradients a step.
+  CHECK(all.gradients_per_update() == 2);
+  CHECK(all.admit(0, 1) == Admission::accumulate);
+  CHECK_FALSE(all.accumulated(0));
+  // Replica 1 is lost while 0 waits: the step is complete without it.
+  CHECK(all.leave(1));
+  CHECK(all.gradients_per_update() == 1);
+  CHECK(all.waiting_for(0).find("has 1 of 1 gradients") != std::string::npos);
+  all.applied(0);
+  // Replica 2 comes back late (its gradient for step 0): dropped, and step 2 waits for it.
+  CHECK(all.admit(2, 0) == Admission::drop);
+  CHECK(all.member(2));
+  CHECK(all.gradients_per_update() == 2);
+  CHECK(all.admit(0, 2) == Admission::accumulate);
+  CHECK_FALSE(all.accumulated(0));
+  CHECK(all.admit(2, 2) == Admission::accumulate);
+  CHECK(all.accumulated(2));
+  all.applied(2);
+  // Every member lost: nothing is complete, nothing is asked for.
+  CHECK_FALSE(all.leave(0));
+  CHECK_FALSE(all.leave(2));
+  CHECK(all.gradients_per_update() == 0);
+}
+
+TEST_CASE("Aggregator: with backup replicas a loss changes nothing while M members are left") {
+  sync::Aggregator two_of_three(3, 2);
+  CHECK_FALSE(two_of_three.leave(2));
+  CHECK(two_of_three.gradients_per_update() == 2);
+  CHECK_FALSE(two_of_three.leave(1));
+  CHECK(two_of_three.gradients_per_update() == 1);
+  CHECK(two_of_three.admit(0, 0) == Admission::accumulate);
+  CHECK(two_of_three.accumulated(0));
+}
+
+TEST_CASE("Synchronous: min_workers must be in 1..replicas") {
+  CHECK_NOTHROW(sync::Synchronous{.min_workers = 4}.check(4));
+  CHECK_THROWS_WITH_AS(sync::Synchronous{.min_workers = 5}.check(4),
+                       doctest::Contains("min_workers is 5 but there are 4 replicas"), Error);
+  CHECK_THROWS_AS(sync::Synchronous{.min_workers = 0}.check(4), Error);
+  CHECK(sync::Synchronous{.min_workers = 2}.goes_on_with(2));
+  CHECK_FALSE(sync::Synchronous{.min_workers = 2}.goes_on_with(1));
+  CHECK_FALSE(sync::Synchronous{.stop_on_lost_worker = true}.goes_on_with(3));
 }
 
 TEST_CASE("Synchronous builds its aggregator from the counters it resumes at") {

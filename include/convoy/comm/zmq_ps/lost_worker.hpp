@@ -23,8 +23,9 @@ enum class OnLoss {
 
 /// The rule for a lost worker. `workers`: the cluster's; `live`: the workers still training
 /// besides the lost one (neither said goodbye nor were lost); `finished`: those that said goodbye.
-template <class Rules>
-OnLoss on_loss(Rules const& rules, std::size_t workers, std::size_t live, std::size_t finished) {
+template <class Rules, class Sync>
+OnLoss on_loss(Rules const& rules, Sync const& sync, std::size_t workers, std::size_t live,
+               std::size_t finished) {
   if (!rules.accumulates()) {
     // Bounded staleness (a clock table has lead()): retired, its clock could not be given back
     // when it returns, so it keeps its place and holds the leaders back as a slow worker does.
@@ -35,7 +36,12 @@ OnLoss on_loss(Rules const& rules, std::size_t workers, std::size_t live, std::s
   if (live == 0 && finished > 0) return OnLoss::depart;
   // Backup workers (replicas_to_aggregate M below the worker count) absorb it while M are left.
   std::size_t const m = rules.gradients_per_update();
-  return m < workers && live >= m ? OnLoss::depart : OnLoss::fail;
+  if (m < workers && live >= m) return OnLoss::depart;
+  // Below that, the group shrinks (sync::Synchronous::min_workers, stop_on_lost_worker).
+  if constexpr (requires { sync.goes_on_with(live); }) {
+    if (sync::elastic<Rules> && sync.goes_on_with(live)) return OnLoss::depart;
+  }
+  return OnLoss::fail;
 }
 
 }  // namespace convoy::comm::zmq_ps

@@ -73,6 +73,10 @@ std::uint64_t fingerprint(std::span<place::Piece const* const> pieces,
   mix(Sync::name);
   if constexpr (sync::takes_first_m<Sync>)
     number(static_cast<std::uint64_t>(sync.replicas_to_aggregate));
+  if constexpr (requires { sync.goes_on_with(workers); }) {
+    number(static_cast<std::uint64_t>(sync.min_workers));
+    number(sync.stop_on_lost_worker ? 1 : 0);
+  }
   if constexpr (sync::has_staleness_bound<Sync>)
     number(static_cast<std::uint64_t>(Sync::staleness));
   number(shards);
@@ -291,7 +295,25 @@ class Shard {
   // Accumulating rules whose open step needs more gradients than workers are left: the step can
   // never complete, so its gradients are dropped and the waiting pushes told that the run is over.
   bool step_unreachable() const {
-    return rules_.accumulates() && live_workers() < rules_.gradients_per_update();
+    if constexpr (sync::elastic<Rules>) {
+      // The gradients in the open step, and those the live workers have yet to give.
+      std::size_t can_come = rules_.summed();
+      for (std::size_t w = 0; w < options_.workers; ++w) {
+        bool const finished = std::find(goodbyes_.begin(), goodbyes_.end(), w) != goodbyes_.end();
+        can_come += !departed_[w] && !finished && !rules_.contributed(w);
+      }
+      return can_come < rules_.gradients_per_update();
+    } else {
+      return rules_.accumulates() && live_workers() < rules_.gradients_per_update();
+    }
+  }
+  // Why a lost worker stops the run, for its message.
+  std::string fail_reason(std::size_t live) const {
+    if constexpr (requires { sync_.stop_on_lost_worker; }) {
+      if (sync_.stop_on_lost_worker) return "stop_on_lost_worker is set";
+      return std::to_string(live) + " is below min_workers = " + std::to_string(sync_.min_workers);
+    }
+    return "replicas_to_aggregate below the worker count makes backup workers";
   }
 
   std::string worker_name(std::size_t w) const { return "worker " + std::to_string(w); }
@@ -420,7 +442,7 @@ class Shard {
              : std::string("its connection closed"));
     if (departed_[worker] || !failure_.empty()) return;
     auto const live = live_workers() - 1;
-    switch (on_loss(rules_, options_.workers, live, goodbyes_.size())) {
+    switch (on_loss(rules_, sync_, options_.workers, live, goodbyes_.size())) {
       case OnLoss::wait:
         if (options_.log) {
           *options_.log << "convoy: " << what << "; the others wait for it under " << Sync::name
@@ -428,25 +450,35 @@ class Shard {
                         << " ms); it is served again if it reconnects" << std::endl;
         }
         return;
-      case OnLoss::depart:
+      case OnLoss::depart: {
         departed_[worker] = 1;
-        rules_.retire(worker);
         forget_waiting(worker);
+        bool complete = false;
+        if constexpr (sync::elastic<Rules>) {
+          complete = rules_.leave(worker);
+        } else {
+          rules_.retire(worker);
+        }
         if (options_.log) {
           *options_.log << "convoy: " << what << "; it counts as departed under " << Sync::name
-                        << ", " << live << " worker(s) go on; it is served again if it comes back"
-                        << std::endl;
+                        << ", " << live << " worker(s) go on";
+          if (rules_.accumulates()) {
+            *options_.log << " and step " << rules_.open_step() + 1 << " takes "
+                          << rules_.gradients_per_update() << " gradient(s)";
+          }
+          *options_.log << "; it is served again if it comes back" << std::endl;
         }
+        if (complete) apply_open_step();
         release();
         return;
+      }
       case OnLoss::fail:
         departed_[worker] = 1;
         forget_waiting(worker);
         failure_ = "convoy: " + what + "; step " + std::to_string(rules_.open_step() + 1) +
                    " needs " + std::to_string(rules_.gradients_per_update()) + " gradients and " +
                    std::to_string(live) + " worker(s) are left, so the " + std::string(Sync::name) +
-                   " run stops (replicas_to_aggregate below the " +
-                   "worker count makes backup workers)";
+                   " run stops (" + fail_reason(live) + ")";
         if (options_.log) *options_.log << failure_ << std::endl;
         for (auto& wait : waiting_) {  // every waiting worker hears it now, the others next time
           reply_error(wait.peer, wait.request(), failure_);
@@ -874,6 +906,14 @@ class Shard {
     counters_.dropped = h.dropped;
     counters_.local_steps = h.local;
     rules_ = sync_.make_rules(counters_);
+    for (std::size_t w = 0; w < options_.workers; ++w) {  // the restored steps do not wait for them
+      if (!departed_[w]) continue;
+      if constexpr (sync::elastic<Rules>) {
+        rules_.leave(w);
+      } else {
+        rules_.retire(w);
+      }
+    }
     sum_empty_ = true;
     loss_sum_ = 0.0f;
     initialized_ = true;
@@ -901,7 +941,14 @@ class Shard {
       reply(frames[0], h, Status::stopped, {});
       return;
     }
+    bool rejoins = false;
+    if constexpr (sync::elastic<Rules>) rejoins = !rules_.member(w);
     auto const admission = rules_.admit(w, h.tag);
+    if (rejoins && options_.log) {
+      *options_.log << "convoy: " << name() << ": " << worker_name(w)
+                    << " trains in the group again from step " << rules_.open_step() + 1 << " ("
+                    << rules_.gradients_per_update() << " gradient(s) a step)" << std::endl;
+    }
     std::vector<float> scratch;
     exec::Host const ctx;
     if (admission == sync::Admission::drop) {
@@ -928,16 +975,7 @@ class Shard {
       waiting_.push_back(
           Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, 0.0f, h.generation});
       if (!rules_.accumulated(w)) return;
-      auto const m = rules_.gradients_per_update();
-      update_loss_ = loss_sum_ / static_cast<float>(m);
-      loss_sum_ = 0.0f;
-      auto& weights = writable();
-      optimizer_.apply(ctx, std::span<float>(weights), std::span<float const>(sum_), slots_, 0,
-                       1.0f / static_cast<float>(m), ++slots_.updates);
-      sum_empty_ = true;
-      ++counters_.global_step;
-      counters_.applied += static_cast<std::int64_t>(m);
-      rules_.applied(w);
+      apply_open_step();
     } else {
       auto& weights = writable();
       std::int64_t const update = ++slots_.updates;
@@ -953,6 +991,20 @@ class Shard {
           Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, h.loss, h.generation});
     }
     release();
+  }
+
+  // Applies the open step's sum, averaged over the gradients in it, and opens the next step.
+  void apply_open_step() {
+    auto const m = rules_.gradients_per_update();
+    update_loss_ = loss_sum_ / static_cast<float>(m);
+    loss_sum_ = 0.0f;
+    auto& weights = writable();
+    optimizer_.apply(exec::Host{}, std::span<float>(weights), std::span<float const>(sum_), slots_,
+                     0, 1.0f / static_cast<float>(m), ++slots_.updates);
+    sum_empty_ = true;
+    ++counters_.global_step;
+    counters_.applied += static_cast<std::int64_t>(m);
+    rules_.applied(0);
   }
 
   void pull(std::vector<zmq::message_t>& frames, Header const& h) {
