@@ -431,6 +431,8 @@ TEST_CASE("20 kills of a worker mid-run: every other process ends with an error 
       }
       CHECK(t.status == 1);  // an error, not a hang (-1) or a crash
       CHECK_MESSAGE(log.str().find("worker:1") != std::string::npos, log.str());
+      // Gloo's "[host]:port", byte-swapped, is passed on as "host:port" (gloo_message.hpp).
+      CHECK_MESSAGE(log.str().find("[127.0.0.1]:") == std::string::npos, log.str());
     }
   }
 }

@@ -33,6 +33,7 @@
 #include "../buckets/collective_engine.hpp"
 #include "../gloo.hpp"
 #include "allreducer.hpp"
+#include "gloo_message.hpp"
 #include "host_exchange.hpp"
 #include "mesh.hpp"
 
@@ -192,13 +193,9 @@ class HostFabric {
     }
   }
 
-  // Gloo's message without its leading "[source file:line] ": nothing to the user.
+  // Gloo's message without its leading "[source file:line] ", its ports as listened on.
   static std::string without_source(::gloo::Exception const& e) {
-    std::string what = e.what();
-    if (what.starts_with("[") && what.find("] ") != std::string::npos) {
-      what.erase(0, what.find("] ") + 2);
-    }
-    return what;
+    return readable_gloo_message(e.what());
   }
 
   void close_connections() {

@@ -20,6 +20,7 @@
 #include "../../cluster/cluster.hpp"
 #include "../../core/error.hpp"
 #include "../bootstrap/rendezvous.hpp"
+#include "gloo_message.hpp"
 
 namespace convoy::comm::gloo_fabric {
 
@@ -102,7 +103,7 @@ inline std::shared_ptr<::gloo::Context> connect_mesh(Cluster const& cluster, Lis
     throw Error("convoy: Gloo cannot listen on " +
                 (listen.interface.empty() ? "host '" + listen.host + "'"
                                           : "interface '" + listen.interface + "'") +
-                ": " + e.what());
+                ": " + readable_gloo_message(e.what()));
   }
   auto context = std::make_shared<detail::MeshContext>(rank, size, timeout);
   auto transport = device->createContext(rank, size);
@@ -125,7 +126,7 @@ inline std::shared_ptr<::gloo::Context> connect_mesh(Cluster const& cluster, Lis
       throw Error("convoy: rank " + std::to_string(rank) + " could not connect to rank " +
                   std::to_string(peer) + " (" +
                   cluster.worker_address(static_cast<std::size_t>(peer)) +
-                  " in the cluster) over Gloo: " + e.what());
+                  " in the cluster) over Gloo: " + readable_gloo_message(e.what()));
     }
   }
   context->adopt(std::move(device), std::move(transport));
