@@ -43,8 +43,9 @@ io::Dataset data() { return testing::cluster_data(); }
 
 // ---- the tasks ------------------------------------------------------------------------------
 
-// "<policy>:<steps>:<ms a step>:<timeout ms>"; policy: sync (every live worker), syncstop (every
-// worker, stop_on_lost_worker), 1of2 / 2of3 (replicas_to_aggregate), async.
+// "<policy>:<steps>:<ms a step>:<timeout ms>"; policy: sync (every live worker), synchb (the same
+// with 500 ms heartbeats), syncstop (every worker, stop_on_lost_worker), 1of2 / 2of3
+// (replicas_to_aggregate), async.
 struct Scenario {
   std::string policy;
   std::int64_t steps = 0;
@@ -70,7 +71,8 @@ Scenario parse(std::string const& text) {
 // computes into batches-<job><index>-<pid>.txt (a worker whose gradients are all dropped as late
 // reports no step), and its counters into result-<job><index>.txt when it ends well.
 template <class Sync>
-int run_task(Sync sync, Scenario const& s, std::filesystem::path const& dir) {
+int run_task(Sync sync, Scenario const& s, std::filesystem::path const& dir,
+             std::chrono::milliseconds heartbeat = {}) {
   using S = Strategy<SlowMlp, place::Sharded<>, comm::ZmqPs, Sync>;
   auto const cluster = Cluster::from_environment();
   auto const me = cluster.job + std::to_string(cluster.index);
@@ -80,7 +82,10 @@ int run_task(Sync sync, Scenario const& s, std::filesystem::path const& dir) {
       dir / ("batches-" + me + "-" + std::to_string(::getpid()) + ".txt"));
   m.on_batch = [batches] { *batches << 1 << std::endl; };
   Trainer<S> trainer{
-      S{m, {}, comm::ZmqPs{.connect_timeout = 20s, .exit_after_serving = false}, sync},
+      S{m,
+        {},
+        comm::ZmqPs{.connect_timeout = 20s, .heartbeat = heartbeat, .exit_after_serving = false},
+        sync},
       optim::Adam{0.01f}};
   std::ofstream steps(dir / ("steps-" + me + "-" + std::to_string(::getpid()) + ".txt"));
   trainer.fit(data(), {.steps = s.steps,
@@ -101,6 +106,9 @@ int task(std::string const& text, std::filesystem::path const& dir) {
   auto const s = parse(text);
   std::chrono::milliseconds const timeout{s.timeout_ms};
   if (s.policy == "sync") return run_task(sync::Synchronous{.timeout = timeout}, s, dir);
+  if (s.policy == "synchb") {  // ZmqPs::heartbeat 500 ms
+    return run_task(sync::Synchronous{.timeout = timeout}, s, dir, 500ms);
+  }
   if (s.policy == "syncstop") {
     return run_task(sync::Synchronous{.timeout = timeout, .stop_on_lost_worker = true}, s, dir);
   }
@@ -438,6 +446,53 @@ TEST_CASE(
   std::cout << "sync, worker 1 killed at global step " << before.back().global
             << " and restarted: its first step in the group was global step "
             << after.front().global << "; both ended at 400\n";
+}
+
+TEST_CASE("synchronous: a worker stopped past the heartbeat is dropped, and rejoins when resumed") {
+  testing::TempDir dir("ps-sync-stopped");
+  auto c = self_cluster(dir.path, "synchb:600:10:20000");
+  c.start(1, 2);
+  auto const stopped_steps = c.steps_file(1);
+  REQUIRE(wait_until([&] { return read_steps(stopped_steps).size() >= 10; }, 30s));
+  ::kill(c.worker(1).pid, SIGSTOP);
+  auto const chief_steps = c.steps_file(0);
+  auto const at_stop = read_steps(chief_steps).size();
+  // Dropped after 500 ms of silence; worker 0 trains on alone meanwhile.
+  bool const dropped = wait_until(
+      [&] {
+        return read_text(c.dir / "ps0.log").find("lost worker 1 at 127.0.0.1: silent for over") !=
+               std::string::npos;
+      },
+      10s);
+  std::this_thread::sleep_for(1s);
+  auto const alone = read_steps(chief_steps).size() - at_stop;
+  ::kill(c.worker(1).pid, SIGCONT);
+  auto const before = read_steps(stopped_steps).size();
+  bool const rejoined = wait_until(
+      [&] {
+        return read_text(c.dir / "ps0.log").find("worker 1 trains in the group again") !=
+               std::string::npos;
+      },
+      20s);
+  bool const steps_again =
+      wait_until([&] { return read_steps(stopped_steps).size() > before + 5; }, 20s);
+  int const hangs = c.finish(60s);
+  c.print_failures(-1);
+  CHECK(dropped);
+  CHECK(rejoined);
+  CHECK(steps_again);
+  CHECK(hangs == 0);
+  for (auto const& t : c.tasks) CHECK_MESSAGE(t.status == 0, t.job << t.index);
+  CHECK(alone > 20);  // worker 0 was not held by the stopped one past the heartbeat
+  CHECK(result_step(c.dir / "result-ps0.txt") == 600);
+  auto const log = read_text(c.dir / "ps0.log");
+  CHECK_MESSAGE(log.find("it counts as departed under Synchronous, 1 worker(s) go on and step ") !=
+                    std::string::npos,
+                log);
+  std::cout
+      << "sync, worker 1 stopped (SIGSTOP) past its 500 ms heartbeat: worker 0 trained " << alone
+      << " steps between the stop and a second after the drop; resumed, worker 1 trained in the "
+      << "group again and both ended at step 600\n";
 }
 
 TEST_CASE(
