@@ -495,6 +495,71 @@ TEST_CASE("synchronous: a worker stopped past the heartbeat is dropped, and rejo
       << "group again and both ended at step 600\n";
 }
 
+// The files a task writes under `stem` ("steps", "batches"), one per process (named by its pid),
+// in the order the processes started.
+std::vector<std::filesystem::path> files_of(std::filesystem::path const& dir,
+                                            std::string const& stem, std::string const& task) {
+  std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> found;
+  for (auto const& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().starts_with(stem + "-" + task + "-")) {
+      found.emplace_back(e.last_write_time(), e.path());
+    }
+  }
+  std::ranges::sort(found);
+  std::vector<std::filesystem::path> out;
+  for (auto const& f : found) out.push_back(f.second);
+  return out;
+}
+
+TEST_CASE(
+    "under convoy-launch --max-restarts 1, a killed synchronous worker is started again and "
+    "rejoins; the run reaches its step") {
+  testing::TempDir dir("ps-launch-restart");
+  char const* named = std::getenv("CONVOY_LAUNCH");
+  std::string const launcher =
+      named ? named
+            : (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "tools" /
+               "convoy-launch")
+                  .string();
+  std::vector<testing::Task> run(1);
+  run[0].job = "launcher";
+  run[0].log = dir.path / "launch.log";
+  run[0].pid = testing::spawn({launcher, "--ps", "1", "--workers", "2", "--max-restarts", "1", "--",
+                               program, "--task", "sync:500:10:20000", dir.path.string()},
+                              testing::task_environment({}), run[0].log);
+  auto const first_of_worker1 = [&] {
+    auto const files = files_of(dir.path, "steps", "worker1");
+    return files.empty() ? std::filesystem::path{} : files.front();
+  };
+  REQUIRE(wait_until([&] { return read_steps(first_of_worker1()).size() >= 10; }, 30s));
+  auto const first = first_of_worker1();
+  auto const name = first.stem().string();
+  pid_t const pid = std::stoi(name.substr(name.rfind('-') + 1));
+  ::kill(pid, SIGKILL);
+  auto const killed_at = read_steps(first);
+  REQUIRE(wait_until([&] { return files_of(dir.path, "steps", "worker1").size() == 2; }, 20s));
+  int const hangs = testing::finish(run, clock_type::now() + 90s);
+  auto const log = read_text(run[0].log);
+  CHECK(hangs == 0);
+  CHECK_MESSAGE(run[0].status == 0, log);
+  CHECK_MESSAGE(log.find("convoy-launch: worker:1 was killed by signal 9 (SIGKILL); starting it "
+                         "again (restart 1 of 1)") != std::string::npos,
+                log);
+  CHECK(log.find("worker 1 trains in the group again") != std::string::npos);
+  CHECK(result_step(dir.path / "result-ps0.txt") == 500);
+  auto const workers1 = files_of(dir.path, "steps", "worker1");
+  REQUIRE(workers1.size() == 2);
+  auto const again = read_steps(workers1[1]);
+  auto const chief = read_steps(files_of(dir.path, "steps", "worker0").at(0));
+  REQUIRE(!again.empty());
+  REQUIRE(!chief.empty());
+  CHECK(again.back().global == 500);
+  CHECK(chief.back().global == 500);
+  std::cout << "convoy-launch --max-restarts 1: worker 1 killed at global step "
+            << killed_at.back().global << ", started again by the launcher, first step in the "
+            << "group at global step " << again.front().global << "; both ended at 500\n";
+}
+
 TEST_CASE(
     "synchronous with stop_on_lost_worker: every live task stops at once with an error naming the "
     "killed worker") {

@@ -201,6 +201,50 @@ class LaunchTest(unittest.TestCase):
         self.assertEqual(len(pids), 3)
         self.assert_gone(pids)
 
+    def test_a_failed_task_is_started_again_while_it_has_restarts_left(self):
+        # worker:1 fails on its first start (exit 3), is killed by SIGKILL on its second, and
+        # succeeds on its third: two restarts, with the same TF_CONFIG each time.
+        command = self.program("""
+            starts = out / f"{task}.starts"
+            with open(starts, "a") as f:
+                f.write(os.environ["TF_CONFIG"] + "\\n")
+            n = len(starts.read_text().splitlines())
+            if kind == "worker" and index == 1 and n == 1:
+                sys.exit(3)
+            if kind == "worker" and index == 1 and n == 2:
+                os.kill(os.getpid(), signal.SIGKILL)
+            if kind == "ps":
+                time.sleep(60)
+        """)
+        status, _, err, seconds = self.launch(
+            ["--ps", "1", "--workers", "2", "--grace", "1", "--max-restarts", "2"], command)
+        self.assertEqual(status, 0, err)
+        self.assertIn("convoy-launch: worker:1 exited with code 3; starting it again "
+                      "(restart 1 of 2)", err)
+        self.assertIn("convoy-launch: worker:1 was killed by signal 9 (SIGKILL); starting it "
+                      "again (restart 2 of 2)", err)
+        configs = (self.reports / "worker:1.starts").read_text().splitlines()
+        self.assertEqual(len(configs), 3)
+        self.assertEqual(len(set(configs)), 1)  # the same task, the same ports
+        self.assertEqual(len((self.reports / "worker:0.starts").read_text().splitlines()), 1)
+        self.assertLess(seconds, 10)
+
+    def test_a_task_out_of_restarts_stops_the_run_with_its_status(self):
+        command = self.program("""
+            if kind == "worker" and index == 1:
+                with open(out / "starts", "a") as f:
+                    f.write("x\\n")
+                sys.exit(4)
+            time.sleep(60)
+        """)
+        status, _, err, seconds = self.launch(
+            ["--ps", "1", "--workers", "2", "--grace", "1", "--max-restarts", "1"], command)
+        self.assertEqual(status, 4, err)
+        self.assertIn("worker:1 exited with code 4; starting it again (restart 1 of 1)", err)
+        self.assertIn("worker:1 exited with code 4; stopping the other tasks", err)
+        self.assertEqual(len((self.reports / "starts").read_text().splitlines()), 2)
+        self.assertLess(seconds, 6)
+
     def test_a_task_that_ignores_sigterm_is_killed_after_the_grace_period(self):
         command = self.program("""
             if kind == "ps":
@@ -274,6 +318,7 @@ class LaunchTest(unittest.TestCase):
             (["--workers", "0", "--", *command], "--workers: 0 is below the minimum"),
             (["--workers", "two", "--", *command], "'two' is not a whole number"),
             (["--timeout", "-3", "--", *command], "--timeout"),
+            (["--max-restarts", "-1", "--", *command], "--max-restarts: -1 is below the minimum"),
             (["--port-base", "65534", "--workers", "4", "--", *command], "would pass 65535"),
             (["--frobnicate", "--", *command], "unrecognized arguments: --frobnicate"),
             (["--workers", "2", *command], "missing '--'"),
