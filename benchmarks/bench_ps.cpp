@@ -8,15 +8,19 @@
 //  - TCP on loopback, as iperf3 measures it: one direction, streaming, 1 and 2 pairs, and both
 //    directions at once on 1 pair, to check the reference against;
 //  - training: samples per second of the 784-500-10 MLP (global batch 100) with 1 ps and 1 or 2
-//    workers under each Sync policy, against in-process Mirrored with 2 replicas.
+//    workers under each Sync policy, against in-process Mirrored with 2 replicas;
+//  - recovery: a synchronous worker killed with SIGKILL; the time from the kill to the next
+//    completed step when the others train on (and from starting the worker again to its first step
+//    in the group), against restarting every task from the latest checkpoint as torchrun does.
 // Every task is a real process, started by this program (see tests/support/processes.hpp).
 //
 // Run: build/benchmarks/bench_ps [--quick] [--keep-heap] [--repeats N] [--csv PATH] [--json PATH];
 //      --help lists the options.
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <sys/socket.h>
-#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +31,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,6 +104,33 @@ int train_task(Sync sync, std::int64_t steps, std::filesystem::path const& dir) 
   return 0;
 }
 
+// Synchronous training with a checkpoint every 50 steps; every step's time (steady clock, the
+// machine's monotonic one, the same in every process) and global step go to
+// steps-<job><index>-<pid>.txt as they happen, for the recovery figures.
+int recover_task(std::int64_t steps, std::filesystem::path const& dir) {
+  using S = Strategy<nn::Mlp, place::Sharded<>, comm::ZmqPs, sync::Synchronous>;
+  auto const cluster = Cluster::from_environment();
+  std::ofstream out(dir / ("steps-" + cluster.job + std::to_string(cluster.index) + "-" +
+                           std::to_string(::getpid()) + ".txt"));
+  Trainer<S> trainer{S{nn::Mlp({784, 500, 10}),
+                       {},
+                       comm::ZmqPs{.log = nullptr, .exit_after_serving = false},
+                       sync::Synchronous{.timeout = std::chrono::seconds(30)}},
+                     optim::Sgd{0.05f}};
+  auto const data = testing::synthetic_classes(6000, 784, 10);
+  trainer.fit(data, {.steps = steps,
+                     .batch_size = 100,
+                     .log = nullptr,
+                     .checkpoint_dir = dir / "checkpoints",
+                     .checkpoint_every = 50,
+                     .callbacks = {[&](StepReport const& r) {
+                       out << clock_type::now().time_since_epoch().count() << " " << r.global_step
+                           << std::endl;
+                       return true;
+                     }}});
+  return 0;
+}
+
 int task(std::string const& scenario, std::filesystem::path const& dir) {
   unsigned long a = 0;
   long long b = 0;
@@ -109,6 +141,10 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
   if (kind == "sync") return train_task(sync::Synchronous{}, b, dir);
   if (kind == "async") return train_task(sync::Asynchronous{}, b, dir);
   if (kind == "ssp2") return train_task(sync::BoundedStaleness<2>{}, b, dir);
+  if (kind == "recover") {
+    std::filesystem::create_directories(dir / "checkpoints");
+    return recover_task(b, dir);
+  }
   return 2;
 }
 
@@ -240,8 +276,8 @@ double read_number(std::filesystem::path const& file) {
 std::string program;
 
 bool run(std::string const& scenario, std::filesystem::path const& dir, int ps, int workers) {
-  auto const tasks = testing::run_cluster(program, scenario, dir, ps, workers, {},
-                                          std::chrono::seconds(300));
+  auto const tasks =
+      testing::run_cluster(program, scenario, dir, ps, workers, {}, std::chrono::seconds(300));
   bool ok = true;
   for (auto const& t : tasks) {
     if (t.status != 0) {
@@ -252,6 +288,142 @@ bool run(std::string const& scenario, std::filesystem::path const& dir, int ps, 
     }
   }
   return ok;
+}
+
+// ---- recovery ---------------------------------------------------------------------------------
+
+// A step a task wrote: when (steady clock) and the global step it reached.
+struct StepMark {
+  clock_type::time_point at;
+  std::int64_t global = 0;
+};
+std::vector<StepMark> read_marks(std::filesystem::path const& file) {
+  std::vector<StepMark> out;
+  std::ifstream in(file);
+  long long ticks = 0, global = 0;
+  while (in >> ticks >> global) {
+    out.push_back({clock_type::time_point(clock_type::duration(ticks)), global});
+  }
+  return out;
+}
+// The step files of a task ("worker1"), oldest process first.
+std::vector<std::filesystem::path> step_files(std::filesystem::path const& dir,
+                                              std::string const& task) {
+  std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> found;
+  for (auto const& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().starts_with("steps-" + task + "-")) {
+      found.emplace_back(e.last_write_time(), e.path());
+    }
+  }
+  std::ranges::sort(found);
+  std::vector<std::filesystem::path> out;
+  for (auto const& f : found) out.push_back(f.second);
+  return out;
+}
+// The first step `task` completed after `after`, by any of its processes but the first `skip`;
+// waits up to 60 s.
+std::optional<StepMark> first_step_after(std::filesystem::path const& dir, std::string const& task,
+                                         clock_type::time_point after, std::size_t skip = 0) {
+  auto const deadline = clock_type::now() + std::chrono::seconds(60);
+  while (clock_type::now() < deadline) {
+    std::optional<StepMark> first;
+    auto const files = step_files(dir, task);
+    for (std::size_t f = skip; f < files.size(); ++f) {
+      auto const& file = files[f];
+      for (auto const& m : read_marks(file)) {
+        if (m.at > after && (!first || m.at < first->at)) first = m;
+      }
+    }
+    if (first) return first;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return std::nullopt;
+}
+
+// A recovery trial: 1 ps + 2 synchronous workers of the MLP; worker 1 killed with SIGKILL once it
+// has done `kill_after` steps; then either convoy's way (the others train on; worker 1 started
+// again, it rejoins) or the peers' way (torchrun's: every task stopped at once and the whole job
+// started again, the chief resuming from the latest checkpoint, written every 50 steps).
+struct Recovery {
+  double step_seconds = 0.0;      // the median step before the kill
+  double to_next_step = 0.0;      // kill -> the next step any worker completes
+  double restart_to_step = 0.0;   // worker 1 started again -> its first step (convoy's way)
+  std::int64_t steps_redone = 0;  // global steps trained a second time (the peers' way)
+  bool ok = false;
+};
+
+Recovery recover(bool peers_way, std::int64_t steps, std::int64_t kill_after) {
+  testing::TempDir dir("bench-ps-recover");
+  std::string const scenario = "recover:0:" + std::to_string(steps);
+  std::string const spec = testing::cluster_spec(1, 2);
+  std::vector<testing::Task> tasks(3);
+  auto start = [&](testing::Task& t, std::string const& log) {
+    t.log = dir.path / log;
+    t.status = -1;
+    t.pid = testing::spawn({program, "--task", scenario, dir.path.string()},
+                           testing::task_environment({testing::tf_config(spec, t.job, t.index)}),
+                           t.log);
+  };
+  for (int i = 0; i < 3; ++i) {
+    tasks[static_cast<std::size_t>(i)].job = i == 0 ? "ps" : "worker";
+    tasks[static_cast<std::size_t>(i)].index = i == 0 ? 0 : i - 1;
+    start(tasks[static_cast<std::size_t>(i)], "task" + std::to_string(i) + ".log");
+  }
+  Recovery r;
+  auto const deadline = clock_type::now() + std::chrono::seconds(60);
+  std::vector<StepMark> before;
+  while (clock_type::now() < deadline) {
+    auto const files = step_files(dir.path, "worker1");
+    if (!files.empty()) before = read_marks(files.front());
+    if (static_cast<std::int64_t>(before.size()) >= kill_after) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (static_cast<std::int64_t>(before.size()) < kill_after) {
+    testing::finish(tasks, clock_type::now());
+    return r;
+  }
+  std::vector<double> gaps;
+  for (std::size_t i = before.size() / 2; i + 1 < before.size(); ++i) {
+    gaps.push_back(std::chrono::duration<double>(before[i + 1].at - before[i].at).count());
+  }
+  std::ranges::sort(gaps);
+  r.step_seconds = gaps.empty() ? 0.0 : gaps[gaps.size() / 2];
+  auto const killed = clock_type::now();
+  ::kill(tasks[2].pid, SIGKILL);
+  testing::reap(tasks[2], 0);
+  if (peers_way) {
+    // As torchrun's agent: every other task stopped, then the whole job started again.
+    for (int i : {0, 1}) ::kill(tasks[static_cast<std::size_t>(i)].pid, SIGKILL);
+    for (int i : {0, 1}) testing::reap(tasks[static_cast<std::size_t>(i)], 0);
+    auto const last = read_marks(step_files(dir.path, "worker0").front());
+    for (int i = 0; i < 3; ++i) {
+      start(tasks[static_cast<std::size_t>(i)], "again" + std::to_string(i) + ".log");
+    }
+    // A step worker 0 had in flight may end after the kill: only the new process's count.
+    auto const next = first_step_after(dir.path, "worker0", killed, 1);
+    if (!next || last.empty()) return r;
+    r.to_next_step = std::chrono::duration<double>(next->at - killed).count();
+    r.steps_redone = last.back().global - (next->global - 1);
+  } else {
+    auto const next = first_step_after(dir.path, "worker0", killed);
+    if (!next) return r;
+    r.to_next_step = std::chrono::duration<double>(next->at - killed).count();
+    auto const restarted = clock_type::now();
+    start(tasks[2], "again2.log");
+    auto const joined = first_step_after(dir.path, "worker1", restarted);
+    if (!joined) return r;
+    r.restart_to_step = std::chrono::duration<double>(joined->at - restarted).count();
+  }
+  int const hangs = testing::finish(tasks, clock_type::now() + std::chrono::seconds(120));
+  r.ok = hangs == 0 && std::ranges::all_of(tasks, [](auto const& t) { return t.status == 0; });
+  if (!r.ok) {
+    for (auto const& t : tasks) {
+      std::cerr << "bench_ps: recovery, " << t.job << ":" << t.index << " ended with status "
+                << t.status << "; its log:\n"
+                << testing::read_file(t.log) << "\n";
+    }
+  }
+  return r;
 }
 
 }  // namespace
@@ -273,10 +445,10 @@ int main(int argc, char** argv) {
                          "Parameter-server push+pull bytes/s against TCP, and training samples/s "
                          "under each Sync against Mirrored; every task a process on loopback.");
   cli.flag("--quick", quick, "fewer steps, for a smoke run");
-  cli.flag("--keep-heap", keep_heap,
-           "every task raises glibc's mmap and trim thresholds to 1 GiB");
-  cli.integer("--repeats", "N", repeats, 1,
-              "runs of each exchange and TCP figure, interleaved, best kept (default 3; --quick: 1)");
+  cli.flag("--keep-heap", keep_heap, "every task raises glibc's mmap and trim thresholds to 1 GiB");
+  cli.integer(
+      "--repeats", "N", repeats, 1,
+      "runs of each exchange and TCP figure, interleaved, best kept (default 3; --quick: 1)");
   if (auto const status = cli.parse(argc, argv)) return *status;
   if (quick) repeats = 1;
   bench::Results results(cli);
@@ -294,41 +466,48 @@ int main(int argc, char** argv) {
                                       [&] { return tcp_stream(stream_bytes, 2, false); },
                                       [&] { return tcp_stream(stream_bytes, 1, true); }},
                                      repeats);
-  std::printf("TCP on loopback, streaming (as iperf3 measures it), best of %d: 1 pair %.3f GB/s, "
-              "2 pairs %.3f GB/s, 1 pair both ways %.3f GB/s\n\n",
-              repeats, stream[0] / 1e9, stream[1] / 1e9, stream[2] / 1e9);
+  std::printf(
+      "TCP on loopback, streaming (as iperf3 measures it), best of %d: 1 pair %.3f GB/s, "
+      "2 pairs %.3f GB/s, 1 pair both ways %.3f GB/s\n\n",
+      repeats, stream[0] / 1e9, stream[1] / 1e9, stream[2] / 1e9);
   record.set("tcp_stream_bytes_per_second", stream[0])
       .set("tcp_stream_2_pairs_bytes_per_second", stream[1])
       .set("tcp_duplex_bytes_per_second", stream[2]);
 
-  std::printf("Parameter-server exchange on loopback: push + pull bytes/s, best of %d, against TCP "
-              "socket pairs doing the same (send, echo)\n", repeats);
+  std::printf(
+      "Parameter-server exchange on loopback: push + pull bytes/s, best of %d, against TCP "
+      "socket pairs doing the same (send, echo)\n",
+      repeats);
   std::printf("%8s %11s %11s %8s %11s %11s %9s %9s\n", "model", "1+1 GB/s", "2+2 GB/s", "2+2/1+1",
               "TCP 1 GB/s", "TCP 2 GB/s", "1+1/TCP", "2+2/TCP");
   for (std::size_t megabytes : {1, 4, 16, 64}) {
-    std::int64_t const steps = std::max<std::int64_t>(quick ? 3 : 16, (quick ? 64 : 1024) / static_cast<std::int64_t>(megabytes));
+    std::int64_t const steps = std::max<std::int64_t>(
+        quick ? 3 : 16, (quick ? 64 : 1024) / static_cast<std::int64_t>(megabytes));
     bool failed = false;
     auto exchange = [&](int n) {
       testing::TempDir dir("bench-ps");
-      if (!run("exchange:" + std::to_string(megabytes) + ":" + std::to_string(steps), dir.path, n, n)) {
+      if (!run("exchange:" + std::to_string(megabytes) + ":" + std::to_string(steps), dir.path, n,
+               n)) {
         failed = true;
         return 0.0;
       }
       double ps = 0.0;
-      for (int w = 0; w < n; ++w) ps += read_number(dir / ("exchange-" + std::to_string(w) + ".txt"));
+      for (int w = 0; w < n; ++w)
+        ps += read_number(dir / ("exchange-" + std::to_string(w) + ".txt"));
       return ps;
     };
-    auto const best = bench::best_of(
-        {[&] { return exchange(1); }, [&] { return exchange(2); },
-         [&] { return tcp_reference(megabytes * mib, 1, static_cast<int>(steps)); },
-         [&] { return tcp_reference(megabytes * mib, 2, static_cast<int>(steps)); }},
-        repeats);
+    auto const best =
+        bench::best_of({[&] { return exchange(1); }, [&] { return exchange(2); },
+                        [&] { return tcp_reference(megabytes * mib, 1, static_cast<int>(steps)); },
+                        [&] { return tcp_reference(megabytes * mib, 2, static_cast<int>(steps)); }},
+                       repeats);
     if (failed) return 1;
-    std::printf("%4zu MiB %11.3f %11.3f %8.2f %11.3f %11.3f %9.2f %9.2f\n", megabytes, best[0] / 1e9,
-                best[1] / 1e9, best[1] / best[0], best[2] / 1e9, best[3] / 1e9, best[0] / best[2],
-                best[1] / best[3]);
+    std::printf("%4zu MiB %11.3f %11.3f %8.2f %11.3f %11.3f %9.2f %9.2f\n", megabytes,
+                best[0] / 1e9, best[1] / 1e9, best[1] / best[0], best[2] / 1e9, best[3] / 1e9,
+                best[0] / best[2], best[1] / best[3]);
     for (int n : {1, 2}) {
-      double const ps = best[static_cast<std::size_t>(n - 1)], tcp = best[static_cast<std::size_t>(n + 1)];
+      double const ps = best[static_cast<std::size_t>(n - 1)],
+                   tcp = best[static_cast<std::size_t>(n + 1)];
       record.add("exchange", bench::Record{}
                                  .set("mib", megabytes)
                                  .set("shards", n)
@@ -342,8 +521,10 @@ int main(int argc, char** argv) {
 
   std::int64_t const steps = quick ? 40 : 300;
   double const mirrored = mirrored_reference(steps);
-  std::printf("\nTraining the 784-500-10 MLP, batch 100, %lld steps: samples/s against Mirrored (2 replicas, in process)\n",
-              static_cast<long long>(steps));
+  std::printf(
+      "\nTraining the 784-500-10 MLP, batch 100, %lld steps: samples/s against Mirrored (2 "
+      "replicas, in process)\n",
+      static_cast<long long>(steps));
   std::printf("%-28s %8s %14s %8s\n", "strategy", "workers", "samples/s", "ratio");
   std::printf("%-28s %8d %14.0f %8.2f\n", "Mirrored, InProcess", 2, mirrored, 1.0);
   for (std::string sync : {"sync", "async", "ssp2"}) {
@@ -351,7 +532,10 @@ int main(int argc, char** argv) {
       testing::TempDir dir("bench-ps");
       if (!run(sync + ":0:" + std::to_string(steps), dir.path, 1, workers)) return 1;
       double const s = read_number(dir / "train.txt");
-      std::string const label = "Sharded, ZmqPs, " + std::string(sync == "sync" ? "Synchronous" : sync == "async" ? "Asynchronous" : "BoundedStaleness<2>");
+      std::string const label =
+          "Sharded, ZmqPs, " + std::string(sync == "sync"    ? "Synchronous"
+                                           : sync == "async" ? "Asynchronous"
+                                                             : "BoundedStaleness<2>");
       std::printf("%-28s %8d %14.0f %8.2f\n", label.c_str(), workers, s, s / mirrored);
       record.add("training", bench::Record{}
                                  .set("sync", sync)
@@ -361,6 +545,41 @@ int main(int argc, char** argv) {
                                  .set("ratio", s / mirrored));
     }
   }
+
+  // Recovery: a worker of a synchronous run killed, convoy's way against the peers' way.
+  std::int64_t const recover_steps = quick ? 300 : 1500, kill_after = quick ? 120 : 600;
+  std::printf(
+      "\nA synchronous worker killed (1 ps + 2 workers, the MLP, %lld steps, worker 1 "
+      "killed after %lld, a checkpoint every 50 steps), best of %d\n",
+      static_cast<long long>(recover_steps), static_cast<long long>(kill_after), repeats);
+  Recovery convoy_way, peers_way;
+  for (int r = 0; r < repeats; ++r) {
+    for (bool peers : {false, true}) {
+      auto const got = recover(peers, recover_steps, kill_after);
+      if (!got.ok) return 1;
+      auto& best = peers ? peers_way : convoy_way;
+      if (!best.ok || got.to_next_step < best.to_next_step) best = got;
+    }
+  }
+  std::printf("%-52s %12s %12s %12s\n", "", "kill->step s", "in steps", "restart->step s");
+  std::printf("%-52s %12.4f %12.1f %12.4f\n", "convoy: the others train on; worker 1 rejoins",
+              convoy_way.to_next_step, convoy_way.to_next_step / convoy_way.step_seconds,
+              convoy_way.restart_to_step);
+  std::printf("%-52s %12.4f %12.1f %12s\n", "peers: every task restarted, from the checkpoint",
+              peers_way.to_next_step, peers_way.to_next_step / peers_way.step_seconds, "-");
+  std::printf(
+      "peers' way / convoy's way, kill to the next step: %.1f; global steps trained again "
+      "by the peers' way: %lld; a step before the kill: %.4f s\n",
+      peers_way.to_next_step / convoy_way.to_next_step,
+      static_cast<long long>(peers_way.steps_redone), convoy_way.step_seconds);
+  record.set("recovery_steps", recover_steps)
+      .set("recovery_kill_after", kill_after)
+      .set("recovery_step_seconds", convoy_way.step_seconds)
+      .set("recovery_kill_to_step_seconds", convoy_way.to_next_step)
+      .set("recovery_restart_to_step_seconds", convoy_way.restart_to_step)
+      .set("recovery_peers_kill_to_step_seconds", peers_way.to_next_step)
+      .set("recovery_peers_steps_redone", peers_way.steps_redone)
+      .set("recovery_peers_over_convoy", peers_way.to_next_step / convoy_way.to_next_step);
   results.add(std::move(record));
   return results.write() ? 0 : 1;
 }
