@@ -6,11 +6,6 @@
 // than S clocks) waits in a queue until they allow it.
 #pragma once
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -42,6 +37,7 @@
 #include "../../optim/optimizer.hpp"
 #include "../../place/sharded.hpp"
 #include "../../sync/rules.hpp"
+#include "../detail/connection_cap.hpp"
 #include "../detail/zmq_poll.hpp"
 #include "heartbeat.hpp"
 #include "lost_worker.hpp"
@@ -123,7 +119,7 @@ class Shard {
 
   /// Descriptors a shard keeps for itself beyond its connections: ZeroMQ's own (its context, the
   /// socket, the monitor), a checkpoint part's file and directory, and the standard streams.
-  static constexpr std::size_t reserved_descriptors = 64;
+  static constexpr std::size_t reserved_descriptors = comm::detail::reserved_descriptors;
 
   Shard(std::vector<place::Piece const*> pieces, optim::Optimizer optimizer, Sync sync,
         Options options)
@@ -182,7 +178,7 @@ class Shard {
     } catch (zmq::error_t const& e) {
       throw Error("convoy: " + name() + " cannot listen on " + options_.endpoint + ": " + e.what());
     }
-    cap_ = connection_cap();
+    connections_ = comm::detail::ConnectionCap(connection_cap());
     if (options_.log) {
       *options_.log << "convoy: " << name() << " serving " << elements_ * sizeof(float)
                     << " bytes of weights in " << pieces_.size() << " piece(s) on "
@@ -340,12 +336,8 @@ class Shard {
   // The cap on open connections (Options::max_connections), and the start's line when the file
   // limit leaves too few for the cluster: each worker holds one, and one more while it reconnects.
   std::size_t connection_cap() const {
-    ::rlimit limit{};
-    std::size_t const files =
-        ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
-            ? static_cast<std::size_t>(limit.rlim_cur)
-            : std::size_t{1} << 20;
-    std::size_t const room = files > reserved_descriptors ? files - reserved_descriptors : 0;
+    std::size_t const room = comm::detail::file_room();
+    std::size_t const files = room + reserved_descriptors;
     std::size_t const cap =
         options_.max_connections ? std::min(options_.max_connections, room) : room;
     std::size_t const needed = 2 * options_.workers;
@@ -364,24 +356,21 @@ class Shard {
 
   // Handles one event of the connection monitor, if one is there; returns whether one was.
   bool connection_event(zmq::socket_t& peers) {
-    std::vector<zmq::message_t> event;
-    if (!zmq::recv_multipart(peers, std::back_inserter(event), zmq::recv_flags::dontwait)) {
-      return false;
+    auto const event = comm::detail::next_connection_event(peers);
+    if (!event) return false;
+    if (event->fd < 0) return true;
+    if (event->accepted) {
+      accepted(event->fd);
+    } else {
+      closed(event->fd);
     }
-    if (event.empty() || event[0].size() < 6) return true;
-    handle_event(event);
     return true;
   }
 
-  // What the monitor says of a connection: accepted (counted; closed at once beyond the cap), or
-  // closed (a worker that has not said goodbye went away or, with heartbeats, fell silent).
-  void handle_event(std::vector<zmq::message_t> const& event) {
-    std::uint16_t kind = 0;
-    std::int32_t fd = 0;
-    std::memcpy(&kind, event[0].data(), 2);
-    std::memcpy(&fd, static_cast<char const*>(event[0].data()) + 2, 4);
-    if (kind == ZMQ_EVENT_ACCEPTED) return accepted(fd);
-    open_.erase(fd);
+  // A connection closed: a worker that has not said goodbye went away or, with heartbeats, fell
+  // silent.
+  void closed(int fd) {
+    connections_.closed(fd);
     auto const it = peers_.find(fd);
     if (it == peers_.end()) return;
     auto const [worker, address, identity] = it->second;
@@ -399,36 +388,15 @@ class Shard {
 
   // A new connection at the cap makes room by closing the oldest open connection that has sent no
   // request of this run (an idle stranger), so that a worker arriving late or connecting again
-  // always gets in; when every open connection is a worker's, the new one is closed. Closing is a
-  // shutdown(), after which ZeroMQ closes the connection and frees its descriptor. The monitor
+  // always gets in; when every open connection is a worker's, the new one is closed. The monitor
   // reports each accept on this thread, in order with the closes, before any message of it.
   void accepted(int fd) {
-    open_[fd] = ++accepts_;
-    if (open_.size() <= cap_) return;
-    int victim = fd;
-    std::uint64_t oldest = accepts_;
-    for (auto const& [open, order] : open_) {
-      if (order < oldest && !peers_.contains(open)) {
-        victim = open;
-        oldest = order;
-      }
-    }
-    open_.erase(victim);
+    auto const shut = connections_.accepted(fd, [&](int open) { return peers_.contains(open); });
+    if (!shut) return;
     ++over_cap_;
-    ::sockaddr_storage address{};
-    ::socklen_t length = sizeof address;
-    char text[INET6_ADDRSTRLEN] = "?";
-    if (::getpeername(victim, reinterpret_cast<::sockaddr*>(&address), &length) == 0) {
-      auto const* v6 = reinterpret_cast<::sockaddr_in6 const*>(&address);
-      auto const* v4 = reinterpret_cast<::sockaddr_in const*>(&address);
-      void const* ip = address.ss_family == AF_INET6 ? static_cast<void const*>(&v6->sin6_addr)
-                                                     : static_cast<void const*>(&v4->sin_addr);
-      ::inet_ntop(address.ss_family, ip, text, sizeof text);
-    }
-    ::shutdown(victim, SHUT_RDWR);
-    peer_log_.note(std::string("peer ") + text, "connection(s) over the cap",
-                   std::string(victim == fd ? "closed a new connection" : "closed an idle one") +
-                       ": " + std::to_string(cap_) + " are open, its cap (" +
+    peer_log_.note("peer " + shut->address, "connection(s) over the cap",
+                   std::string(shut->newest ? "closed a new connection" : "closed an idle one") +
+                       ": " + std::to_string(connections_.cap()) + " are open, its cap (" +
                        "ZmqPs::max_connections, or the file limit less " +
                        std::to_string(reserved_descriptors) + ")");
   }
@@ -559,16 +527,7 @@ class Shard {
 
   // A socket that hears of `socket`'s accepted and closed connections.
   zmq::socket_t watch_connections(zmq::context_t& context, zmq::socket_t& socket) const {
-    zmq::socket_t peers(context, zmq::socket_type::pair);
-    std::string const watch = "inproc://convoy-shard-peers";
-    if (::zmq_socket_monitor(socket.handle(), watch.c_str(),
-                             ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0) {
-      throw Error("convoy: " + name() +
-                  " cannot watch its connections: " + ::zmq_strerror(::zmq_errno()));
-    }
-    peers.set(zmq::sockopt::linger, 0);
-    peers.connect(watch);
-    return peers;
+    return comm::detail::watch_connections(context, socket, "inproc://convoy-shard-peers", name());
   }
 
   // One turn of serve(): the ZAP handler's request, every connection event, then one message.
@@ -1336,10 +1295,8 @@ class Shard {
   std::int64_t lost_ = 0;
   std::int64_t resent_ = 0;
   std::int64_t unsent_ = 0;
-  std::int64_t over_cap_ = 0;          ///< connections closed at once: the cap was reached
-  std::size_t cap_ = 0;                ///< connection_cap(), from serve()
-  std::map<int, std::uint64_t> open_;  ///< open connections: descriptor -> order of accept
-  std::uint64_t accepts_ = 0;
+  std::int64_t over_cap_ = 0;                   ///< connections closed at once: the cap was reached
+  comm::detail::ConnectionCap connections_{0};  ///< capped at connection_cap(), from serve()
   PeerLog peer_log_{options_.log, "ps:" + std::to_string(options_.index)};
   struct {
     std::string identity, address;
