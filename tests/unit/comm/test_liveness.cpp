@@ -2,13 +2,18 @@
 // with real sockets and each process's reporter on its own thread. A process that stops beating,
 // one that beats but has issued fewer collectives than the others, one that never came (also
 // after a failure, without waiting out the patience), and a board that is gone are each named; a
-// stranger's message does not stop the board.
+// stranger's message does not stop the board, nor do idle strangers beyond its connection cap.
 #include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <convoy/comm/bootstrap/liveness.hpp>
 #include <cstdint>
+#include <filesystem>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -169,4 +174,38 @@ TEST_CASE(
   stranger.send(zmq::buffer(large), zmq::send_flags::none);
   CHECK(watch.disconnected_within(10000ms));
   check_board_serves(address, 2);
+}
+
+TEST_CASE("idle connections beyond the board's cap are closed and never take the process's files") {
+  auto const address = loopback();
+  constexpr std::size_t cap = 8;
+  LivenessBoard const board(address, 1, cap);
+  auto const open_files = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                         std::filesystem::directory_iterator{});
+  };
+  auto const before = open_files();
+  // 200 strangers: plain TCP connections that never send a byte.
+  constexpr int strangers = 200;
+  std::vector<int> sockets;
+  auto const port = static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+  for (int i = 0; i < strangers; ++i) {
+    int const fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ::sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<::sockaddr*>(&to), sizeof to) == 0);
+    sockets.push_back(fd);
+  }
+  // A real process beats and asks through the strangers' crowd.
+  check_board_serves(address, 5);
+  for (int i = 0; i < 100 && board.over_cap() < strangers - static_cast<int>(cap); ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  CHECK(board.over_cap() >= strangers - static_cast<std::int64_t>(cap));
+  // The board's side of the strangers' connections is closed: the test's own 200 descriptors,
+  // and at most the cap more.
+  CHECK(open_files() - before <= strangers + static_cast<std::ptrdiff_t>(cap) + 4);
+  for (int fd : sockets) ::close(fd);
 }

@@ -12,8 +12,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <iostream>
 #include <iterator>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -24,6 +26,7 @@
 
 #include "../../cluster/host_lookup.hpp"
 #include "../../core/error.hpp"
+#include "../detail/connection_cap.hpp"
 #include "../detail/zmq_poll.hpp"
 
 namespace convoy::comm::bootstrap {
@@ -57,12 +60,22 @@ class LivenessBoard {
   /// The largest frame the board takes; a peer that sends a larger one is disconnected.
   static constexpr std::int64_t max_frame_bytes = 4096;
 
-  LivenessBoard(std::string const& address, int processes)
-      : socket_(context_, zmq::socket_type::router), board_(static_cast<std::size_t>(processes)) {
+  /// `max_connections`: connections held at once (0: four a process and 16 more, within the
+  /// file limit); beyond it the oldest one that has sent nothing valid is closed (see
+  /// comm/detail/connection_cap.hpp), so idle strangers cannot take the process's descriptors.
+  LivenessBoard(std::string const& address, int processes, std::size_t max_connections = 0)
+      : socket_(context_, zmq::socket_type::router),
+        connections_(std::min(
+            comm::detail::file_room(),
+            max_connections ? max_connections : 4 * static_cast<std::size_t>(processes) + 16)),
+        board_(static_cast<std::size_t>(processes)),
+        address_(address) {
     socket_.set(zmq::sockopt::linger, 0);
     // A beat, an ask and a goodbye are a few dozen bytes: ZeroMQ drops a peer that announces a
     // larger frame before it allocates it (a frame declared at 4 GiB took gigabytes before).
     socket_.set(zmq::sockopt::maxmsgsize, max_frame_bytes);
+    events_ = comm::detail::watch_connections(context_, socket_, "inproc://convoy-liveness-board",
+                                              "the liveness board");
     try {
       socket_.bind(zmq_bind_endpoint(address, "the liveness board's address"));
     } catch (zmq::error_t const& e) {
@@ -102,9 +115,18 @@ class LivenessBoard {
 
   void serve(std::stop_token stop) {
     while (!stop.stop_requested()) {
-      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-      comm::detail::poll(&item, 1, std::chrono::milliseconds(50));
-      if ((item.revents & ZMQ_POLLIN) == 0) continue;
+      zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                                  {events_.handle(), 0, ZMQ_POLLIN, 0}};
+      comm::detail::poll(items, 2, std::chrono::milliseconds(50));
+      // Every connection event first: a descriptor is reused as soon as it closes.
+      if (items[1].revents & ZMQ_POLLIN) {
+        for (int n = 0; n < 10000; ++n) {
+          auto const event = comm::detail::next_connection_event(events_);
+          if (!event) break;
+          if (event->fd >= 0) connection_event(*event);
+        }
+      }
+      if ((items[0].revents & ZMQ_POLLIN) == 0) continue;
       std::vector<zmq::message_t> message;
       if (!zmq::recv_multipart(socket_, std::back_inserter(message), zmq::recv_flags::dontwait))
         continue;
@@ -120,6 +142,7 @@ class LivenessBoard {
         continue;
       }
       if (process < 0 || static_cast<std::size_t>(process) >= board_.size()) continue;
+      identified_.insert(message[1].get(ZMQ_SRCFD));
       std::lock_guard lock(mutex_);
       auto& entry = board_[static_cast<std::size_t>(process)];
       entry.issued = std::max(entry.issued, issued);
@@ -141,10 +164,40 @@ class LivenessBoard {
     }
   }
 
+  // An accepted connection beyond the cap closes an idle stranger (said once on std::clog, and
+  // counted); a closed one is forgotten.
+  void connection_event(comm::detail::ConnectionEvent const& event) {
+    if (!event.accepted) {
+      connections_.closed(event.fd);
+      identified_.erase(event.fd);
+      return;
+    }
+    auto const shut =
+        connections_.accepted(event.fd, [&](int fd) { return identified_.contains(fd); });
+    if (!shut) return;
+    identified_.erase(shut->fd);
+    if (over_cap_.fetch_add(1) == 0) {
+      std::clog << "convoy: the liveness board at " << address_ << " holds at most "
+                << connections_.cap() << " connections; it closed "
+                << (shut->newest ? "a new one" : "an idle one") << " from " << shut->address
+                << " that had sent nothing (later ones are counted, not logged)" << std::endl;
+    }
+  }
+
+ public:
+  /// Connections closed because the cap was reached.
+  std::int64_t over_cap() const { return over_cap_.load(); }
+
+ private:
   zmq::context_t context_;
   zmq::socket_t socket_;
+  zmq::socket_t events_;  // socket_'s connections accepted and closed
+  comm::detail::ConnectionCap connections_;
+  std::set<int> identified_;  // descriptors a valid message came on
+  std::atomic<std::int64_t> over_cap_{0};
   std::mutex mutex_;  // board_, between the serving thread and linger()
   std::vector<Entry> board_;
+  std::string address_;
   std::jthread thread_;  // last: stopped first
 };
 
