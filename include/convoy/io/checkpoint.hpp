@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -304,7 +305,8 @@ inline void remove_unreferenced_parts(std::filesystem::path const& dir,
     auto const name = entry.path().filename().string();
     if (!is_part_file(name)) continue;
     if (std::find(referenced.begin(), referenced.end(), name) != referenced.end()) continue;
-    auto const step = checkpoint_step(name.substr(0, name.find('.')) + std::string(checkpoint_suffix));
+    auto const step =
+        checkpoint_step(name.substr(0, name.find('.')) + std::string(checkpoint_suffix));
     if (step && std::find(kept_steps.begin(), kept_steps.end(), *step) != kept_steps.end()) {
       continue;
     }
@@ -461,21 +463,31 @@ struct LoadedCheckpoint {
 };
 
 /// Loads the newest usable checkpoint in `dir`, trying its checkpoint files from the highest step
-/// down. Each file refused (damaged, empty, failing validation) on the way costs one line on
-/// `warnings` (when not null) naming it, the reason and the older file tried next. Returns nullopt
+/// down. Each file refused (damaged, empty, failing validation, or refused by `accept`) on the way
+/// costs one line on `warnings` (when not null) naming it, the reason and the older file tried
+/// next. `accept`, when given, is called on each file read whole and throws CheckpointError or
+/// LoadError for one that does not fit (a Trainer restoring it: a variable reshaped together with
+/// its slots, its checksum recomputed, reads well but fits no model of the run). Returns nullopt
 /// when `dir` is absent or holds no checkpoint files. Blocks on file I/O. Throws CheckpointError
 /// when every checkpoint file is refused, naming the newest and its reason, so that a run never
 /// silently starts over; and when `dir` cannot be listed.
 template <class = void>
-std::optional<LoadedCheckpoint> load_latest_checkpoint(std::filesystem::path const& dir,
-                                                       std::ostream* warnings) {
+std::optional<LoadedCheckpoint> load_latest_checkpoint(
+    std::filesystem::path const& dir, std::ostream* warnings,
+    std::function<void(LoadedCheckpoint const&)> const& accept = {}) {
   auto const all = detail::list_checkpoints(dir);
   if (all.empty()) return std::nullopt;
   std::string newest_problem;
   for (std::size_t i = 0; i < all.size(); ++i) {
     auto const& file = all[i].second;
     try {
-      return LoadedCheckpoint{file, load_checkpoint(file)};
+      LoadedCheckpoint loaded{file, load_checkpoint(file)};
+      try {
+        if (accept) accept(loaded);
+      } catch (LoadError const& e) {  // what does not fit is refused as damage is
+        throw CheckpointError(e.what());
+      }
+      return loaded;
     } catch (CheckpointError const& e) {
       if (i == 0) newest_problem = e.what();
       if (warnings && i + 1 < all.size()) {
@@ -494,13 +506,13 @@ std::optional<LoadedCheckpoint> load_latest_checkpoint(std::filesystem::path con
 }
 
 /// Removes the temporary files save_checkpoint() leaves in `dir` when its process dies mid-write
-/// (`checkpoint-<step>.convoy.tmp-<pid>`, and a part's `checkpoint-<step>.part-<s>-of-<n>.convoy.part
-/// .tmp-<pid>`) whose writer is gone: kill(pid, 0) fails with ESRCH.
-/// Files of live processes are kept, this process's included, as their writer may still finish;
-/// other files are never touched. Returns how many were removed; 0 when `dir` is absent. Only for
-/// a directory written from this machine's process namespace: a pid from elsewhere means nothing
-/// here. Blocks on file I/O. Throws CheckpointError naming `dir` or the file, and the system's
-/// reason, when `dir` cannot be listed or a stale file cannot be removed.
+/// (`checkpoint-<step>.convoy.tmp-<pid>`, and a part's
+/// `checkpoint-<step>.part-<s>-of-<n>.convoy.part .tmp-<pid>`) whose writer is gone: kill(pid, 0)
+/// fails with ESRCH. Files of live processes are kept, this process's included, as their writer may
+/// still finish; other files are never touched. Returns how many were removed; 0 when `dir` is
+/// absent. Only for a directory written from this machine's process namespace: a pid from elsewhere
+/// means nothing here. Blocks on file I/O. Throws CheckpointError naming `dir` or the file, and the
+/// system's reason, when `dir` cannot be listed or a stale file cannot be removed.
 inline std::size_t remove_stale_temporaries(std::filesystem::path const& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -69,9 +69,12 @@ class FitRun {
   /// with the data order that run used.
   void resume() {
     if (!checkpoints_ || !options_.resume) return;
-    auto latest = io::load_latest_checkpoint(options_.checkpoint_dir, warnings());
+    // Restored as it is read: a checkpoint that reads well but does not fit is refused as a
+    // damaged one is, and the next older one tried (Trainer::restore changes nothing then).
+    auto latest = io::load_latest_checkpoint(
+        options_.checkpoint_dir, warnings(),
+        [&](io::LoadedCheckpoint const& c) { seed_ = trainer_.restore(c); });
     if (!latest) return;
-    seed_ = trainer_.restore(*latest);
     if (log_) {
       *log_ << "convoy: resumed from " << latest->file.string() << " at global step "
             << strategy_.global_step() << "\n";
@@ -269,13 +272,14 @@ class FitRun {
                            "; without checkpoints to roll back to "
                            "(FitOptions::checkpoint_dir) the run cannot go on");
     }
-    auto latest = io::load_latest_checkpoint(options_.checkpoint_dir, warnings());
+    if (log_) *log_ << e.what() << std::endl;
+    auto latest =
+        io::load_latest_checkpoint(options_.checkpoint_dir, warnings(),
+                                   [&](io::LoadedCheckpoint const& c) { trainer_.restore(c); });
     if (!latest) {
       throw StateLostError(std::string(e.what()) + "; '" + options_.checkpoint_dir.string() +
                            "' holds no checkpoint to roll back to yet");
     }
-    if (log_) *log_ << e.what() << std::endl;
-    trainer_.restore(*latest);
     // The steps after the checkpoint are trained again: so are their logs and checkpoints.
     previous_ = strategy_.global_step();
     previous_batches_ = strategy_.counters().batches();

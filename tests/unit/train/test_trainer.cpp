@@ -5,20 +5,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <convoy/nn/mlp.hpp>
 #include <convoy/strategy.hpp>
 #include <convoy/train/trainer.hpp>
 #include <csignal>
 #include <cstring>
 #include <fstream>
-#include <sstream>
-#include <algorithm>
-#include <chrono>
-#include <random>
 #include <helpers.hpp>
+#include <random>
+#include <sstream>
 #include <synthetic.hpp>
-#include <thread>
 #include <temp_dir.hpp>
+#include <thread>
 
 #include "../../../examples/common/linear_model.hpp"
 
@@ -63,7 +63,6 @@ struct SometimesSlowMlp {
 Trainer<Mirrored> make_trainer(optim::Optimizer opt = optim::Adam{0.01f}) {
   return Trainer<Mirrored>{Mirrored{nn::Mlp({12, 16, 3}), place::Mirrored{.replicas = 2}}, opt};
 }
-
 
 }  // namespace
 
@@ -199,13 +198,61 @@ TEST_CASE("a damaged newest checkpoint falls back to the older one, with a warni
   std::filesystem::resize_file(newest, 0);  // an empty file, as a full disk leaves
   auto second = make_trainer();
   std::ostringstream log;
-  auto const result = second.fit(
-      data, {.steps = 30, .batch_size = 96, .log = &log, .checkpoint_dir = dir.path});
+  auto const result =
+      second.fit(data, {.steps = 30, .batch_size = 96, .log = &log, .checkpoint_dir = dir.path});
   auto const text = log.str();
   CHECK(text.find(newest.string()) != std::string::npos);
   CHECK(text.find(older.string()) != std::string::npos);
   CHECK(text.find("at global step 10") != std::string::npos);
   CHECK(result.global_step == 30);
+}
+
+TEST_CASE(
+    "a newest checkpoint that reads well but does not fit the model falls back to the older one") {
+  testing::TempDir dir("reshaped");
+  auto first = make_trainer();
+  first.fit(data, {.steps = 20,
+                   .batch_size = 96,
+                   .log = nullptr,
+                   .checkpoint_dir = dir.path,
+                   .checkpoint_every = 10});
+  auto const newest = dir / io::checkpoint_file_name(20);
+  auto const older = dir / io::checkpoint_file_name(10);
+  REQUIRE(std::filesystem::exists(older));
+  // One variable and its slots reshaped alike (the same values, transposed shape), written again
+  // by save_checkpoint, so its checksum is right: the file reads well.
+  auto reshaped = io::load_checkpoint(newest);
+  auto const matrix = std::ranges::find_if(reshaped.state.weights, [](auto const& w) {
+    return w.second.shape.size() == 2 && w.second.shape[0] != w.second.shape[1];
+  });
+  REQUIRE(matrix != reshaped.state.weights.end());
+  auto& [name, weight] = *matrix;
+  Shape const turned{weight.shape[1], weight.shape[0]};
+  weight.shape = turned;
+  for (auto& [slot, tensor] : reshaped.state.slots) {
+    if (slot.starts_with(name + "/")) tensor.shape = turned;
+  }
+  std::filesystem::remove(newest);
+  io::save_checkpoint(dir.path, reshaped);
+  REQUIRE(std::filesystem::exists(newest));
+  CHECK_NOTHROW(io::load_checkpoint(newest));
+  auto second = make_trainer();
+  std::ostringstream log;
+  auto const result =
+      second.fit(data, {.steps = 30, .batch_size = 96, .log = &log, .checkpoint_dir = dir.path});
+  auto const text = log.str();
+  CHECK_MESSAGE(text.find(newest.string()) != std::string::npos, text);
+  CHECK(text.find("falling back to the older checkpoint '" + older.string() + "'") !=
+        std::string::npos);
+  CHECK(text.find("at global step 10") != std::string::npos);
+  CHECK(result.global_step == 30);
+  // With no older checkpoint that fits either, the run stops naming the newest and why.
+  std::filesystem::remove(older);
+  std::filesystem::remove(dir / io::checkpoint_file_name(30));
+  auto third = make_trainer();
+  CHECK_THROWS_WITH_AS(
+      third.fit(data, {.steps = 40, .batch_size = 96, .log = nullptr, .checkpoint_dir = dir.path}),
+      doctest::Contains(newest.string().c_str()), CheckpointError);
 }
 
 TEST_CASE("a checkpoint directory that cannot be written is refused before the first step") {
@@ -318,7 +365,9 @@ TEST_CASE("evaluation from a callback of an asynchronous run reads the central w
 TEST_CASE("late-gradient counts survive a checkpoint, and an M-of-N run resumes") {
   using S = Strategy<SometimesSlowMlp, place::Mirrored, comm::InProcess, sync::Synchronous>;
   auto make = [] {
-    return Trainer<S>{S{SometimesSlowMlp{}, place::Mirrored{.replicas = 3}, {},
+    return Trainer<S>{S{SometimesSlowMlp{},
+                        place::Mirrored{.replicas = 3},
+                        {},
                         sync::Synchronous{.replicas_to_aggregate = 2}},
                       optim::Sgd{0.1f}};
   };
@@ -350,8 +399,8 @@ TEST_CASE("an asynchronous run resumes from its checkpoint and keeps counting gl
   auto const saved = first.strategy().snapshot();
   auto second = make();
   std::ostringstream log;
-  auto const result = second.fit(
-      data, {.steps = 70, .batch_size = 96, .log = &log, .checkpoint_dir = dir.path});
+  auto const result =
+      second.fit(data, {.steps = 70, .batch_size = 96, .log = &log, .checkpoint_dir = dir.path});
   CHECK(log.str().find("resumed from") != std::string::npos);
   CHECK(result.global_step == 70);
   CHECK(result.applied == 70);
