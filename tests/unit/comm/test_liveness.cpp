@@ -2,7 +2,8 @@
 // with real sockets and each process's reporter on its own thread. A process that stops beating,
 // one that beats but has issued fewer collectives than the others, one that never came (also
 // after a failure, without waiting out the patience), and a board that is gone are each named; a
-// stranger's message does not stop the board, nor do idle strangers beyond its connection cap.
+// stranger's message does not stop the board, nor do idle strangers beyond its connection cap;
+// and a board whose address another program took is done without.
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -11,10 +12,12 @@
 #include <atomic>
 #include <chrono>
 #include <convoy/comm/bootstrap/liveness.hpp>
+#include <convoy/comm/bootstrap/process_group.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <iterator>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -208,4 +211,33 @@ TEST_CASE("idle connections beyond the board's cap are closed and never take the
   // and at most the cap more.
   CHECK(open_files() - before <= strangers + static_cast<std::ptrdiff_t>(cap) + 4);
   for (int fd : sockets) ::close(fd);
+}
+
+TEST_CASE(
+    "a board whose address another program took is done without; the run goes on, saying so") {
+  auto const address = loopback();
+  // Another program holds the first process's address between the rendezvous and the board.
+  int const squatter = ::socket(AF_INET, SOCK_STREAM, 0);
+  int const yes = 1;
+  ::setsockopt(squatter, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  ::sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port =
+      htons(static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))));
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(squatter, reinterpret_cast<::sockaddr*>(&at), sizeof at) == 0);
+  REQUIRE(::listen(squatter, 4) == 0);
+  Cluster cluster;
+  cluster.jobs["worker"] = {address, loopback()};
+  cluster.job = "worker";
+  cluster.index = 0;
+  comm::bootstrap::ProcessGroup group(cluster, 1, "comm::Gloo");
+  std::ostringstream warnings;
+  CHECK_NOTHROW(group.start_liveness([] { return std::int64_t{0}; }, quick, &warnings));
+  CHECK_MESSAGE(
+      warnings.str().find("the liveness board cannot listen at " + address) != std::string::npos,
+      warnings.str());
+  CHECK(warnings.str().find("worker:0 trains on without it") != std::string::npos);
+  CHECK(group.explain_timeout().empty());
+  ::close(squatter);
 }

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,14 +63,30 @@ class ProcessGroup {
   /// Starts the liveness board (on the first process) and this process's reporter, which beats
   /// with `issued()`, the collectives this process has issued; call it once the rendezvous has
   /// given up the coordinator's address. Every process is named by its task and address. Nothing
-  /// for a single process.
-  void start_liveness(std::function<std::int64_t()> issued, LivenessOptions options = {}) {
+  /// for a single process. The board only names who stopped answering: when its address cannot
+  /// be bound (another program took the port between the rendezvous and the board), the first
+  /// process says so on `warnings` and the run goes on, its failures named by their connections'
+  /// errors alone.
+  void start_liveness(std::function<std::int64_t()> issued, LivenessOptions options = {},
+                      std::ostream* warnings = &std::clog) {
     if (processes_ == 1) return;
     options.names.clear();
     for (std::size_t p = 0; p < processes_; ++p)
       options.names.push_back(cluster_.worker_task(p) + " at " + cluster_.worker_address(p));
     stale_ = options.interval * options.missed_beats;
-    if (process_ == 0) board_ = std::make_unique<LivenessBoard>(coordinator(), int(processes_));
+    if (process_ == 0) {
+      try {
+        board_ = std::make_unique<LivenessBoard>(coordinator(), int(processes_));
+      } catch (Error const& e) {
+        if (warnings) {
+          *warnings << e.what() << "; " << task()
+                    << " trains on without it: a process that stops answering is named by the "
+                       "error of its connection alone, not by who stopped beating"
+                    << std::endl;
+        }
+        return;  // no board to beat to: another program holds its address
+      }
+    }
     reporter_ = std::make_unique<LivenessReporter>(coordinator(), static_cast<int>(process_),
                                                    std::move(issued), std::move(options));
   }
