@@ -194,6 +194,28 @@ struct TestCluster {
     if (t.pid > 0) ::kill(t.pid, SIGKILL);
     testing::reap(t, 0);
   }
+  /// Kills worker `w`, waits until every ps task has logged its loss, and starts it again as a new
+  /// process (its log "worker<w>-again.log"). Returns the steps of the killed process.
+  std::vector<Step> kill_and_restart(int w) {
+    auto const first = steps_file(w);
+    kill(w);
+    auto before = read_steps(first);
+    REQUIRE(!before.empty());
+    REQUIRE(wait_until(
+        [&] {
+          for (int p = 0; p < ps; ++p) {
+            auto const line = "ps:" + std::to_string(p) + " lost worker " + std::to_string(w);
+            if (read_text(dir / ("ps" + std::to_string(p) + ".log")).find(line) ==
+                std::string::npos) {
+              return false;
+            }
+          }
+          return true;
+        },
+        10s));
+    launch(worker(w), "worker" + std::to_string(w) + "-again.log");
+    return before;
+  }
   /// Waits for every task up to `limit`; returns how many had to be killed (hangs).
   int finish(std::chrono::milliseconds limit) {
     return testing::finish(tasks, clock_type::now() + limit);
@@ -305,16 +327,7 @@ TEST_CASE("a restarted worker rejoins and starts from the shards' current weight
   c.start(2, 2);
   auto const first = c.steps_file(1);
   REQUIRE(wait_until([&] { return read_steps(first).size() >= 20; }, 30s));
-  c.kill(1);
-  auto const before = read_steps(first);
-  REQUIRE(wait_until(
-      [&] {
-        auto const log = read_text(c.dir / "ps0.log") + read_text(c.dir / "ps1.log");
-        return log.find("ps:0 lost worker 1") != std::string::npos &&
-               log.find("ps:1 lost worker 1") != std::string::npos;
-      },
-      10s));
-  c.launch(c.worker(1), "worker1-again.log");
+  auto const before = c.kill_and_restart(1);
   auto const again = c.steps_file(1);
   REQUIRE(wait_until([&] { return !read_steps(again).empty(); }, 30s));
   int const hangs = c.finish(60s);
@@ -411,18 +424,7 @@ TEST_CASE(
   c.start(2, 2);
   REQUIRE(wait_until([&] { return read_steps(c.steps_file(1)).size() >= 10; }, 30s));
   auto const chief_steps = c.steps_file(0);  // named by its pid, which finish() forgets
-  auto const first = c.steps_file(1);
-  c.kill(1);
-  auto const before = read_steps(first);
-  REQUIRE(!before.empty());
-  REQUIRE(wait_until(
-      [&] {
-        auto const log = read_text(c.dir / "ps0.log") + read_text(c.dir / "ps1.log");
-        return log.find("ps:0 lost worker 1") != std::string::npos &&
-               log.find("ps:1 lost worker 1") != std::string::npos;
-      },
-      10s));
-  c.launch(c.worker(1), "worker1-again.log");
+  auto const before = c.kill_and_restart(1);
   auto const again = c.steps_file(1);
   REQUIRE(wait_until([&] { return !read_steps(again).empty(); }, 30s));
   int const hangs = c.finish(60s);

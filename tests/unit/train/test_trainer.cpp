@@ -184,17 +184,26 @@ TEST_CASE("a damaged latest checkpoint stops the run instead of silently startin
       CheckpointError);
 }
 
-TEST_CASE("a damaged newest checkpoint falls back to the older one, with a warning naming both") {
-  testing::TempDir dir("fallback");
+namespace {
+// Trains 20 steps into `dir` with a checkpoint every 10; returns the files of steps 20 and 10.
+std::pair<std::filesystem::path, std::filesystem::path> two_checkpoints(
+    std::filesystem::path const& dir) {
   auto first = make_trainer();
   first.fit(data, {.steps = 20,
                    .batch_size = 96,
                    .log = nullptr,
-                   .checkpoint_dir = dir.path,
+                   .checkpoint_dir = dir,
                    .checkpoint_every = 10});
-  auto const newest = dir / io::checkpoint_file_name(20);
   auto const older = dir / io::checkpoint_file_name(10);
   REQUIRE(std::filesystem::exists(older));
+  return {dir / io::checkpoint_file_name(20), older};
+}
+}  // namespace
+
+TEST_CASE("a damaged newest checkpoint falls back to the older one, with a warning naming both") {
+  testing::TempDir dir("fallback");
+  auto const files = two_checkpoints(dir.path);
+  auto const& [newest, older] = files;
   std::filesystem::resize_file(newest, 0);  // an empty file, as a full disk leaves
   auto second = make_trainer();
   std::ostringstream log;
@@ -210,15 +219,8 @@ TEST_CASE("a damaged newest checkpoint falls back to the older one, with a warni
 TEST_CASE(
     "a newest checkpoint that reads well but does not fit the model falls back to the older one") {
   testing::TempDir dir("reshaped");
-  auto first = make_trainer();
-  first.fit(data, {.steps = 20,
-                   .batch_size = 96,
-                   .log = nullptr,
-                   .checkpoint_dir = dir.path,
-                   .checkpoint_every = 10});
-  auto const newest = dir / io::checkpoint_file_name(20);
-  auto const older = dir / io::checkpoint_file_name(10);
-  REQUIRE(std::filesystem::exists(older));
+  auto const files = two_checkpoints(dir.path);
+  auto const& [newest, older] = files;
   // One variable and its slots reshaped alike (the same values, transposed shape), written again
   // by save_checkpoint, so its checksum is right: the file reads well.
   auto reshaped = io::load_checkpoint(newest);
