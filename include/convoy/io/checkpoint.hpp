@@ -466,8 +466,9 @@ struct LoadedCheckpoint {
 /// down. Each file refused (damaged, empty, failing validation, or refused by `accept`) on the way
 /// costs one line on `warnings` (when not null) naming it, the reason and the older file tried
 /// next. `accept`, when given, is called on each file read whole and throws CheckpointError or
-/// LoadError for one that does not fit (a Trainer restoring it: a variable reshaped together with
-/// its slots, its checksum recomputed, reads well but fits no model of the run). Returns nullopt
+/// LoadError for one that does not fit the run (Trainer::check_fits: a variable reshaped together
+/// with its slots, its checksum recomputed, reads well but fits no model of the run); it must
+/// change nothing, since an older file may be tried next. Returns nullopt
 /// when `dir` is absent or holds no checkpoint files. Blocks on file I/O. Throws CheckpointError
 /// when every checkpoint file is refused, naming the newest and its reason, so that a run never
 /// silently starts over; and when `dir` cannot be listed.

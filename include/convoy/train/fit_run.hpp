@@ -69,12 +69,14 @@ class FitRun {
   /// with the data order that run used.
   void resume() {
     if (!checkpoints_ || !options_.resume) return;
-    // Restored as it is read: a checkpoint that reads well but does not fit is refused as a
-    // damaged one is, and the next older one tried (Trainer::restore changes nothing then).
-    auto latest = io::load_latest_checkpoint(
-        options_.checkpoint_dir, warnings(),
-        [&](io::LoadedCheckpoint const& c) { seed_ = trainer_.restore(c); });
+    // A checkpoint that reads well but does not fit the model is refused as a damaged one is,
+    // and the next older one tried; what the restore itself meets (a shard that refuses, a
+    // timeout) ends the resume as before.
+    auto latest =
+        io::load_latest_checkpoint(options_.checkpoint_dir, warnings(),
+                                   [&](io::LoadedCheckpoint const& c) { trainer_.check_fits(c); });
     if (!latest) return;
+    seed_ = trainer_.restore(*latest);
     if (log_) {
       *log_ << "convoy: resumed from " << latest->file.string() << " at global step "
             << strategy_.global_step() << "\n";
@@ -275,11 +277,12 @@ class FitRun {
     if (log_) *log_ << e.what() << std::endl;
     auto latest =
         io::load_latest_checkpoint(options_.checkpoint_dir, warnings(),
-                                   [&](io::LoadedCheckpoint const& c) { trainer_.restore(c); });
+                                   [&](io::LoadedCheckpoint const& c) { trainer_.check_fits(c); });
     if (!latest) {
       throw StateLostError(std::string(e.what()) + "; '" + options_.checkpoint_dir.string() +
                            "' holds no checkpoint to roll back to yet");
     }
+    trainer_.restore(*latest);
     // The steps after the checkpoint are trained again: so are their logs and checkpoints.
     previous_ = strategy_.global_step();
     previous_batches_ = strategy_.counters().batches();

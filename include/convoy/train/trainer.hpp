@@ -109,13 +109,9 @@ class Trainer {
   }
   /// The same, for a checkpoint already read (io::load_latest_checkpoint).
   std::uint64_t restore(io::LoadedCheckpoint const& loaded) {
+    check_fits(loaded);
     auto const& file = loaded.file;
     auto const& state = loaded.checkpoint.state;
-    if (state.optimizer != strategy_.optimizer().name()) {
-      throw CheckpointError("convoy: checkpoint '" + file.string() + "' holds " + state.optimizer +
-                            " state but this run uses " +
-                            std::string(strategy_.optimizer().name()));
-    }
     try {
       strategy_.restore(state);
     } catch (LoadError const& e) {
@@ -124,6 +120,31 @@ class Trainer {
       throw CheckpointError("convoy: checkpoint '" + file.string() + "': " + e.what());
     }
     return loaded.checkpoint.data_seed;
+  }
+
+  /// Throws CheckpointError when `loaded` holds another optimizer's state, and LoadError naming
+  /// every unknown, missing and mis-shaped weight or slot when it does not fit the model. Reads
+  /// only the model's layout: nothing of the run is touched, so a caller can try older files.
+  void check_fits(io::LoadedCheckpoint const& loaded) const {
+    auto const& file = loaded.file;
+    auto const& state = loaded.checkpoint.state;
+    if (state.optimizer != strategy_.optimizer().name()) {
+      throw CheckpointError("convoy: checkpoint '" + file.string() + "' holds " + state.optimizer +
+                            " state but this run uses " +
+                            std::string(strategy_.optimizer().name()));
+    }
+    std::vector<std::string> suffixes;
+    for (auto const slot : strategy_.optimizer().slot_names()) {
+      suffixes.push_back(optim::slot_suffix(slot));
+    }
+    try {
+      strategy_.layout().check_names(state.weights, "its weights");
+      if (!suffixes.empty() || !state.slots.empty()) {
+        strategy_.layout().check_names(state.slots, "its optimizer slots", suffixes);
+      }
+    } catch (LoadError const& e) {
+      throw LoadError("convoy: checkpoint '" + file.string() + "': " + e.what());
+    }
   }
 
  private:
