@@ -26,8 +26,10 @@ struct Synchronous {
   /// On a parameter-server cluster (comm::ZmqPs), a worker lost before its goodbye (its process
   /// died, or it stayed silent past the heartbeat) leaves the group: the steps from then on take
   /// the gradients of the live workers (M shrinks with them, and grows back, up to
-  /// replicas_to_aggregate, when a worker returns), while at least `min_workers` are left. Below
-  /// that, or with `stop_on_lost_worker`, the run stops with an error naming the lost worker.
+  /// replicas_to_aggregate, when a worker returns). A loss that leaves fewer than `min_workers`
+  /// live stops the run with an error naming the lost worker; so does, with
+  /// `stop_on_lost_worker`, one that leaves fewer than M (backup workers still absorb losses
+  /// while M are left, as they always did).
   int min_workers = 1;
   bool stop_on_lost_worker = false;
 

@@ -306,8 +306,11 @@ class Shard {
   // Why a lost worker stops the run, for its message.
   std::string fail_reason(std::size_t live) const {
     if constexpr (requires { sync_.stop_on_lost_worker; }) {
+      if (live < static_cast<std::size_t>(sync_.min_workers)) {
+        return std::to_string(live) +
+               " is below min_workers = " + std::to_string(sync_.min_workers);
+      }
       if (sync_.stop_on_lost_worker) return "stop_on_lost_worker is set";
-      return std::to_string(live) + " is below min_workers = " + std::to_string(sync_.min_workers);
     }
     return "replicas_to_aggregate below the worker count makes backup workers";
   }
@@ -766,6 +769,15 @@ class Shard {
       return true;
     }
     auto const status = last_push_[h.worker].status;
+    if constexpr (sync::elastic<Rules>) {
+      // Its gradient is in the step still open, and its waiting answer was forgotten when its
+      // worker was lost (a heartbeat dropped it): it waits for that step again, as any push does.
+      if (status == Status::ok && rules_.contributed(h.worker) && h.tag == rules_.open_step()) {
+        waiting_.push_back(Waiting{std::move(frames[0]), h.worker, Op::push, h.tag, h.sequence,
+                                   0.0f, h.generation});
+        return true;
+      }
+    }
     reply(frames[0], h, status,
           status == Status::stopped ? std::vector<zmq::message_t>{} : weights_frames());
     return true;
@@ -933,7 +945,15 @@ class Shard {
       loss_sum_ += h.loss;
       waiting_.push_back(
           Waiting{std::move(frames[0]), w, Op::push, h.tag, h.sequence, 0.0f, h.generation});
-      if (!rules_.accumulated(w)) return;
+      if (!rules_.accumulated(w)) {
+        // A worker back in the group needs the others' gradients too: with too few left (the
+        // others said goodbye), the step can never complete, and waiting pushes hear so now.
+        if (rejoins && failure_.empty() && step_unreachable()) {
+          stop_waiting_pushes();
+          last_push_[w].status = Status::stopped;
+        }
+        return;
+      }
       apply_open_step();
     } else {
       auto& weights = writable();
