@@ -213,6 +213,10 @@ class LaunchTest(unittest.TestCase):
                 sys.exit(3)
             if kind == "worker" and index == 1 and n == 2:
                 os.kill(os.getpid(), signal.SIGKILL)
+            if kind == "worker" and index == 1:
+                report("worker:1 trained")
+            if kind == "worker" and index == 0:
+                wait_for(["worker:1 trained"])  # a run still going: worker 0 waits for it
             if kind == "ps":
                 time.sleep(60)
         """)
@@ -228,6 +232,27 @@ class LaunchTest(unittest.TestCase):
         self.assertEqual(len(set(configs)), 1)  # the same task, the same ports
         self.assertEqual(len((self.reports / "worker:0.starts").read_text().splitlines()), 1)
         self.assertLess(seconds, 10)
+
+    def test_a_task_that_fails_after_the_others_succeeded_is_not_restarted(self):
+        command = self.program("""
+            if kind == "worker" and index == 1:
+                with open(out / "starts", "a") as f:
+                    f.write("x\\n")
+                wait_for(["worker:0 done"])
+                time.sleep(0.3)  # worker 0 has exited 0 by now
+                sys.exit(6)
+            if kind == "worker":
+                report("worker:0 done")
+                sys.exit(0)
+            time.sleep(60)
+        """)
+        status, _, err, seconds = self.launch(
+            ["--ps", "1", "--workers", "2", "--grace", "1", "--max-restarts", "3"], command)
+        self.assertEqual(status, 6, err)
+        self.assertIn("worker:1 exited with code 6; stopping the other tasks", err)
+        self.assertNotIn("starting it again", err)
+        self.assertEqual(len((self.reports / "starts").read_text().splitlines()), 1)
+        self.assertLess(seconds, 6)
 
     def test_a_task_out_of_restarts_stops_the_run_with_its_status(self):
         command = self.program("""
