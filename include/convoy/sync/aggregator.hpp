@@ -27,6 +27,7 @@ class Aggregator {
       : contributed_(replicas, 0),
         member_(replicas, 1),
         to_aggregate_(to_aggregate),
+        needed_(to_aggregate),
         open_(first_step) {}
 
   bool lock_step() const { return to_aggregate_ == contributed_.size(); }
@@ -39,7 +40,10 @@ class Aggregator {
   /// A gradient of `replica` computed for step `tag`: accumulate it when its step is still open
   /// and has a free place among the M, else drop it.
   Admission admit(std::size_t replica, std::int64_t tag) {
-    member_[replica] = 1;
+    if (!member_[replica]) {
+      member_[replica] = 1;
+      recount();
+    }
     if (tag != open_ || reserved_ >= needed() || contributed_[replica]) {
       return Admission::drop;
     }
@@ -55,6 +59,7 @@ class Aggregator {
     ++open_;
     reserved_ = summed_ = 0;
     std::fill(contributed_.begin(), contributed_.end(), 0);
+    recount();
   }
   void retire(std::size_t) {}
   /// The gradients the open step takes: M, or fewer once members were lost.
@@ -64,6 +69,7 @@ class Aggregator {
   /// left has given its gradient): its caller applies the sum now.
   bool leave(std::size_t replica) {
     member_[replica] = 0;
+    recount();
     return summed_ > 0 && summed_ >= needed();
   }
   bool member(std::size_t replica) const { return member_[replica] != 0; }
@@ -76,6 +82,7 @@ class Aggregator {
     std::size_t const summed = summed_;
     reserved_ = summed_ = 0;
     std::fill(contributed_.begin(), contributed_.end(), 0);
+    recount();
     return summed;
   }
 
@@ -93,16 +100,21 @@ class Aggregator {
   }
 
  private:
-  // min(M, the members and the lost replicas whose gradient is in the open step).
-  std::size_t needed() const {
+  // min(M, the members and the lost replicas whose gradient is in the open step), kept in
+  // needed_ and written only when it changes: the in-process engines, whose replicas never leave,
+  // read it outside their lock (to average a step) and so must never see it written.
+  std::size_t needed() const { return needed_; }
+  void recount() {
     std::size_t count = 0;
     for (std::size_t r = 0; r < member_.size(); ++r) count += member_[r] || contributed_[r];
-    return std::min(to_aggregate_, count);
+    std::size_t const now = std::min(to_aggregate_, count);
+    if (now != needed_) needed_ = now;
   }
 
   std::vector<char> contributed_;
   std::vector<char> member_;
   std::size_t to_aggregate_;
+  std::size_t needed_;
   std::int64_t open_;
   std::size_t reserved_ = 0;
   std::size_t summed_ = 0;
