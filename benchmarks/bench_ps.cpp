@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "files.hpp"
 #include "options.hpp"
 #include "processes.hpp"
 #include "report.hpp"
@@ -309,16 +310,7 @@ std::vector<StepMark> read_marks(std::filesystem::path const& file) {
 // The step files of a task ("worker1"), oldest process first.
 std::vector<std::filesystem::path> step_files(std::filesystem::path const& dir,
                                               std::string const& task) {
-  std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> found;
-  for (auto const& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().filename().string().starts_with("steps-" + task + "-")) {
-      found.emplace_back(e.last_write_time(), e.path());
-    }
-  }
-  std::ranges::sort(found);
-  std::vector<std::filesystem::path> out;
-  for (auto const& f : found) out.push_back(f.second);
-  return out;
+  return testing::files_starting(dir, "steps-" + task + "-");
 }
 // The first step `task` completed after `after`, by any of its processes but the first `skip`;
 // waits up to 60 s.

@@ -501,16 +501,7 @@ TEST_CASE("synchronous: a worker stopped past the heartbeat is dropped, and rejo
 // in the order the processes started.
 std::vector<std::filesystem::path> files_of(std::filesystem::path const& dir,
                                             std::string const& stem, std::string const& task) {
-  std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> found;
-  for (auto const& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().filename().string().starts_with(stem + "-" + task + "-")) {
-      found.emplace_back(e.last_write_time(), e.path());
-    }
-  }
-  std::ranges::sort(found);
-  std::vector<std::filesystem::path> out;
-  for (auto const& f : found) out.push_back(f.second);
-  return out;
+  return testing::files_starting(dir, stem + "-" + task + "-");
 }
 
 TEST_CASE(
