@@ -80,10 +80,13 @@ std::vector<float> train(comm::ZmqPs::Security const& security, std::ostringstre
   RunPlan plan;
   plan.until = steps;
   plan.batch = [&](std::size_t, std::int64_t local) { return data.batch(local); };
-  PsStrategy ps{nn::Mlp({6, 4, 3}),
-                {},
-                comm::ZmqPs{.cluster = ps_cluster, .log = &ps_log, .security = security},
-                policy};
+  PsStrategy ps{
+      nn::Mlp({6, 4, 3}),
+      {},
+      // Its run() returns: this process goes on to the worker and the other cases.
+      comm::ZmqPs{
+          .cluster = ps_cluster, .log = &ps_log, .security = security, .exit_after_serving = false},
+      policy};
   std::exception_ptr failed;
   Joined server{std::thread([&] {
     try {
