@@ -72,6 +72,16 @@ concept takes_first_m = requires(S const& s) {
   { s.replicas_to_aggregate } -> std::convertible_to<std::int64_t>;
 };
 
+/// Optional on a Sync policy: a group that goes on when it loses a replica for good
+/// (sync::Synchronous): `min_workers`, the fewest it trains with, `stop_on_lost_worker`, the old
+/// fail-fast, and `goes_on_with(live)`, whether `live` replicas left train on.
+template <class S>
+concept survives_losses = requires(S const& s, std::size_t live) {
+  { s.min_workers } -> std::convertible_to<std::int64_t>;
+  { s.stop_on_lost_worker } -> std::convertible_to<bool>;
+  { s.goes_on_with(live) } -> std::same_as<bool>;
+};
+
 /// Optional on a Sync policy: `static constexpr staleness`, the S of bounded staleness
 /// (sync::BoundedStaleness<S>).
 template <class S>

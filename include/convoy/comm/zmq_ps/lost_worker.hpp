@@ -35,14 +35,14 @@ OnLoss on_loss(Rules const& rules, Sync const& sync, std::size_t workers, std::s
   // Synchronous. Every other worker said goodbye: the run is over, nothing waits for this one.
   if (live == 0 && finished > 0) return OnLoss::depart;
   // Never below sync::Synchronous::min_workers.
-  if constexpr (requires { sync.min_workers; }) {
+  if constexpr (sync::survives_losses<Sync>) {
     if (live < static_cast<std::size_t>(sync.min_workers)) return OnLoss::fail;
   }
   // Backup workers (replicas_to_aggregate M below the worker count) absorb it while M are left.
   std::size_t const m = rules.gradients_per_update();
   if (m < workers && live >= m) return OnLoss::depart;
   // Below that, the group shrinks, unless told to stop (sync::Synchronous::stop_on_lost_worker).
-  if constexpr (requires { sync.goes_on_with(live); }) {
+  if constexpr (sync::survives_losses<Sync>) {
     if (sync::elastic<Rules> && sync.goes_on_with(live)) return OnLoss::depart;
   }
   return OnLoss::fail;
