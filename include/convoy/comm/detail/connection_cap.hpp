@@ -101,7 +101,6 @@ class ConnectionCap {
   explicit ConnectionCap(std::size_t cap = file_room()) : cap_(cap) {}
 
   std::size_t cap() const { return cap_; }
-  std::size_t open() const { return open_.size(); }
 
   /// A connection shut down to stay within the cap.
   struct Closed {
