@@ -14,6 +14,10 @@ examples/02_fashion_mnist (1 ps + 2 workers, TF_CONFIG, plaintext opted into wit
          sides must log the loss (heartbeats), worker 1 must log that it reached the ps again,
          the run must finish with every task exiting 0, and worker 1 must have trained after the
          link came back;
+  sync-cut  --strategy ps-sync with --heartbeat-ms, the same cut: the ps must drop worker 1 and
+         say that worker 0 goes on alone (1 gradient a step), worker 0 must train on through the
+         cut, worker 1 must rejoin the group once the link is back (the ps says so) and train
+         again, and every task must exit 0 with the accuracy floor;
   curve  --strategy ps-sync --ps-keys DIR: CURVE on, two authorized worker keys, accuracy floor.
 
 And one of the two workers alone, with no ps, as a multi-worker collective over Gloo:
@@ -31,8 +35,8 @@ And two tasks whose peer's host name does not resolve (the namespace's resolver 
          host is unknown: each must end with status 1 within seconds, naming the peer and the
          host, not after its 60 s connect (or 120 s bootstrap) timeout.
 
-Usage: test_netns_cluster.py FASHION_MNIST CONVOY_KEYGEN [RUN...] (RUN: sync, cut, curve,
-gloo-cut, unresolved; default all). Needs root, iproute2's `ip` and network
+Usage: test_netns_cluster.py FASHION_MNIST CONVOY_KEYGEN [RUN...] (RUN: sync, cut, sync-cut,
+curve, gloo-cut, unresolved; default all). Needs root, iproute2's `ip` and network
 namespaces; where any is missing it exits 77 (ctest: skipped) saying why. CONVOY_TEST_TMP names the
 folder for keys and logs; CONVOY_KEEP_TMP keeps them. Namespaces are named convoy-netns-<pid>-*,
 removed at the end however the test ends, and any left by a run that was killed (its pid gone) are
@@ -59,6 +63,7 @@ RUN_LIMIT = 60  # seconds one run may take (each process is killed by timeout(1)
 ACCURACY_FLOOR = 0.70  # 200-300 steps of batch 100 reach 0.75-0.80; chance is 0.10
 HEARTBEAT_MS = 500
 CUT_SECONDS = 3  # six heartbeats: both sides must notice
+SYNC_CUT_STEPS = "10000"  # worker 0 alone did 2440 in the cut and reconnect; together ~660/s
 GLOO_TIMEOUT_MS = 3000
 # Host names under .invalid, which no resolver knows (RFC 6761); the test's resolver reads only
 # /etc/hosts, so none is ever asked of a name server.
@@ -274,9 +279,9 @@ def sync_run(net, program):
     return f"accuracy {expect_trained(tasks, 'plaintext (opted in)'):.3f}"
 
 
-def cut_run(net, program):
-    marks = {}
-
+def cut_worker_1(net, marks):
+    """The `during` of a cut run: once worker 1 has trained, its link goes down for CUT_SECONDS
+    and comes back; marks["lines"] is then how many lines worker 1 had written."""
     def cut(tasks):
         worker = tasks[2]
         check(worker.wait_for(r"After \d+ training steps", 30) is not None,
@@ -285,7 +290,34 @@ def cut_run(net, program):
         time.sleep(CUT_SECONDS)
         net.link(("worker", 1), "up")
         marks["lines"] = len(worker.output())  # progress lines are flushed as they are written
+    return cut
 
+
+def expect_lines(tasks, expected):
+    """Each (task, pattern, what) of `expected` is in its task's output; returns them shown."""
+    shown = []
+    for task, pattern, what in expected:
+        line = task.wait_for(pattern, 0)
+        check(line is not None, what, tasks)
+        shown.append(f"[{task.name}] {line}")
+    return shown
+
+
+def trained_after(tasks, marks):
+    after = [line for line in tasks[2].output()[marks["lines"]:]
+             if re.search(r"After \d+ training steps", line)]
+    check(len(after) > 0, "worker 1 trained no more after the link came back", tasks)
+
+
+def worker_1_heard_of_the_cut(worker):
+    return [(worker, rf"convoy: worker 1 lost ps:0 at {SUBNET}\.1:{PORT}: silent for over "
+                     rf"{HEARTBEAT_MS} ms", "worker 1 did not log losing the ps"),
+            (worker, rf"convoy: worker 1 reached ps:0 at {SUBNET}\.1:{PORT} again",
+             "worker 1 did not log reaching the ps again")]
+
+
+def cut_run(net, program):
+    marks = {}
     # Worker 0 alone must not finish every global step while worker 1 is cut off and connects
     # again (the cut, then TCP's retransmission back-off: up to a few seconds more), or worker 1
     # returns to a ps that has ended. Alone it does about 1000 steps/s of this narrow model
@@ -294,22 +326,36 @@ def cut_run(net, program):
     tasks = run_cluster(net, program, ["--strategy", "ps-async", "--hidden", "100", "--steps",
                                        "12000", "--batch", "100", "--log-every", "250",
                                        "--allow-plaintext", "--heartbeat-ms", str(HEARTBEAT_MS)],
-                        during=cut)
+                        during=cut_worker_1(net, marks))
     ps, _, worker = tasks
-    shown = []
-    for task, pattern, what in (
-            (ps, rf"convoy: ps:0 lost worker 1 at {SUBNET}\.3: silent for over {HEARTBEAT_MS} ms",
-             "the ps did not log losing worker 1"),
-            (worker, rf"convoy: worker 1 lost ps:0 at {SUBNET}\.1:{PORT}: silent for over "
-                     rf"{HEARTBEAT_MS} ms", "worker 1 did not log losing the ps"),
-            (worker, rf"convoy: worker 1 reached ps:0 at {SUBNET}\.1:{PORT} again",
-             "worker 1 did not log reaching the ps again")):
-        line = task.wait_for(pattern, 0)
-        check(line is not None, what, tasks)
-        shown.append(f"[{task.name}] {line}")
-    after = [line for line in worker.output()[marks["lines"]:]
-             if re.search(r"After \d+ training steps", line)]
-    check(len(after) > 0, "worker 1 trained no more after the link came back", tasks)
+    shown = expect_lines(tasks, [
+        (ps, rf"convoy: ps:0 lost worker 1 at {SUBNET}\.3: silent for over {HEARTBEAT_MS} ms",
+         "the ps did not log losing worker 1"), *worker_1_heard_of_the_cut(worker)])
+    trained_after(tasks, marks)
+    value = expect_trained(tasks, "plaintext (opted in)")
+    return f"accuracy {value:.3f}; link down for {CUT_SECONDS} s:\n  " + "\n  ".join(shown)
+
+
+def sync_cut_run(net, program):
+    marks = {}
+    # Synchronous: while worker 1 is cut off, the ps drops it and worker 0 trains alone, then
+    # worker 1 rejoins. Worker 0 alone must not reach the last global step before worker 1 is
+    # back: on an idle machine it trained 2440 steps in the 3 s cut and the 2.8 s worker 1 took to
+    # reconnect, and the two together ~660 steps/s, so 10000 steps leave a margin of 3x alone and
+    # take about 16 s; under load it is slower alone too, which only widens the margin.
+    tasks = run_cluster(net, program, ["--strategy", "ps-sync", "--hidden", "100", "--steps",
+                                       SYNC_CUT_STEPS, "--batch", "100", "--log-every", "250",
+                                       "--allow-plaintext", "--heartbeat-ms", str(HEARTBEAT_MS)],
+                        during=cut_worker_1(net, marks))
+    ps, _, worker = tasks
+    shown = expect_lines(tasks, [
+        (ps, rf"convoy: ps:0 lost worker 1 at {SUBNET}\.3: silent for over {HEARTBEAT_MS} ms, "
+             rf"or gone; it counts as departed under Synchronous, 1 worker\(s\) go on and step "
+             rf"\d+ takes 1 gradient\(s\)", "the ps did not drop worker 1 and go on with worker 0"),
+        *worker_1_heard_of_the_cut(worker),
+        (ps, r"convoy: ps:0: worker 1 trains in the group again from step \d+ \(2 gradient\(s\) "
+             r"a step\)", "the ps did not take worker 1 back into the group")])
+    trained_after(tasks, marks)
     value = expect_trained(tasks, "plaintext (opted in)")
     return f"accuracy {value:.3f}; link down for {CUT_SECONDS} s:\n  " + "\n  ".join(shown)
 
@@ -455,6 +501,7 @@ def main():
         failed = 0
         for name, run in (("sync", lambda: sync_run(net, program)),
                           ("cut", lambda: cut_run(net, program)),
+                          ("sync-cut", lambda: sync_cut_run(net, program)),
                           ("curve", lambda: curve_run(net, program, keygen, work / "keys")),
                           ("gloo-cut", lambda: gloo_cut_run(net, program)),
                           ("unresolved", lambda: unresolved_run(net, program))):
