@@ -76,8 +76,10 @@ class LaunchTest(unittest.TestCase):
     def launch(self, options, command):
         """Runs the launcher to its end; returns (status, stdout, stderr, seconds)."""
         started = time.monotonic()
+        # Without a run token of the caller's: each launch draws its own.
+        env = {k: v for k, v in os.environ.items() if k != "CONVOY_RUN_TOKEN"}
         done = subprocess.run([sys.executable, LAUNCHER, *options, "--", *command],
-                              capture_output=True, text=True, timeout=LIMIT)
+                              capture_output=True, text=True, timeout=LIMIT, env=env)
         return done.returncode, done.stdout, done.stderr, time.monotonic() - started
 
     def assert_gone(self, pids):
@@ -125,6 +127,31 @@ class LaunchTest(unittest.TestCase):
             ports = [int(a.rsplit(":", 1)[1]) for a in addresses]
             self.assertTrue(all(first <= p < low for p in ports), (ports, low))
         self.assertNotIn("stopping", err, "the ps tasks exited by themselves")
+
+    def test_every_task_of_a_run_gets_its_run_token(self):
+        command = self.program("""
+            report(task + ".token", os.environ["CONVOY_RUN_TOKEN"])
+        """)
+        tokens = []
+        for _ in range(2):
+            for old in self.reports.iterdir():
+                old.unlink()
+            status, _, err, _ = self.launch(["--ps", "1", "--workers", "2"], command)
+            self.assertEqual(status, 0, err)
+            run = {(self.reports / f"{n}.token").read_text()
+                   for n in ("ps:0", "worker:0", "worker:1")}
+            self.assertEqual(len(run), 1, "one token for every task of a run")
+            tokens.append(run.pop())
+        self.assertRegex(tokens[0], "^[0-9a-f]{32}$")
+        self.assertNotEqual(tokens[0], tokens[1], "each run draws its own")
+        # One given in the environment (a run launched from several machines) is passed on.
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, LAUNCHER, "--workers", "1", "--", *command],
+                              capture_output=True, text=True, timeout=LIMIT,
+                              env=dict(os.environ, CONVOY_RUN_TOKEN="shared-by-hand"))
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertLess(time.monotonic() - started, LIMIT)
+        self.assertEqual((self.reports / "worker:0.token").read_text(), "shared-by-hand")
 
     def test_print_config_starts_nothing(self):
         command = self.program('report("started")')
@@ -207,7 +234,7 @@ class LaunchTest(unittest.TestCase):
         command = self.program("""
             starts = out / f"{task}.starts"
             with open(starts, "a") as f:
-                f.write(os.environ["TF_CONFIG"] + "\\n")
+                f.write(os.environ["TF_CONFIG"] + " " + os.environ["CONVOY_RUN_TOKEN"] + "\\n")
             n = len(starts.read_text().splitlines())
             if kind == "worker" and index == 1 and n == 1:
                 sys.exit(3)
@@ -229,7 +256,7 @@ class LaunchTest(unittest.TestCase):
                       "again (restart 2 of 2)", err)
         configs = (self.reports / "worker:1.starts").read_text().splitlines()
         self.assertEqual(len(configs), 3)
-        self.assertEqual(len(set(configs)), 1)  # the same task, the same ports
+        self.assertEqual(len(set(configs)), 1)  # the same task, the same ports, the same run
         self.assertEqual(len((self.reports / "worker:0.starts").read_text().splitlines()), 1)
         self.assertLess(seconds, 10)
 

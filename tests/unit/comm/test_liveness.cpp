@@ -3,7 +3,8 @@
 // one that beats but has issued fewer collectives than the others, one that never came (also
 // after a failure, without waiting out the patience), and a board that is gone are each named; a
 // stranger's message does not stop the board, nor do idle strangers beyond its connection cap;
-// and a board whose address another program took is done without.
+// a goodbye or beat forged by another run is dropped and cannot blame the wrong cause; and a board
+// whose address another program took is done without.
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -23,6 +24,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "clog_capture.hpp"
 #include "processes.hpp"
 #include "zmq_watch.hpp"
 
@@ -240,4 +242,43 @@ TEST_CASE(
   CHECK(warnings.str().find("worker:0 trains on without it") != std::string::npos);
   CHECK(group.explain_timeout().empty());
   ::close(squatter);
+}
+
+TEST_CASE(
+    "a forged goodbye or beat of another run is dropped: the process that then dies is named as "
+    "stopped, and a stranger cannot read the board") {
+  auto const address = loopback();
+  LivenessOptions ours = quick;
+  ours.run = "token:ours";
+  testing::ClogCapture capture;
+  LivenessBoard const board(address, 2, 0, ours.run);
+  std::atomic<std::int64_t> issued{4};
+  LivenessReporter const p0(
+      address, 0, [&] { return issued.load(); }, ours);
+  auto p1 = std::make_unique<LivenessReporter>(
+      address, 1, [&] { return issued.load(); }, ours);
+  settle();
+  // A stranger beats for process 1 with a count of its own, and then says its goodbye.
+  LivenessOptions theirs = quick;
+  theirs.run = "cluster:guessed";
+  {
+    LivenessReporter forger(
+        address, 1, [] { return std::int64_t{99}; }, theirs);
+    settle();
+    CHECK_THROWS_AS(forger.ask(), TimeoutError);  // the board answers its own run only
+    forger.say_goodbye();
+  }
+  // Process 1 dies: it stops beating, with no goodbye.
+  p1.reset();
+  std::this_thread::sleep_for(quick.interval * quick.missed_beats + 500ms);
+  auto const why = p0.explain();
+  CHECK_MESSAGE(why.find("process 1 has not beaten for") != std::string::npos, why);
+  CHECK(why.find("(last at 4 collectives)") != std::string::npos);
+  CHECK(why.find("ended on their own") == std::string::npos);
+  CHECK(board.strangers() >= 3);  // beats, an ask and a goodbye
+  auto const said = capture.text.str();
+  CHECK_MESSAGE(said.find("dropped a 'beat' naming process 1 from 127.0.0.1 of another run") !=
+                    std::string::npos,
+                said);
+  CHECK(said.find("of another run", said.find("of another run") + 1) == std::string::npos);
 }

@@ -1,10 +1,14 @@
 // Worker 0's rendezvous over ZeroMQ on loopback: a peer that sends a frame larger than rank 0
-// takes is disconnected before the frame is allocated, and the ranks are still served.
+// takes is disconnected before the frame is allocated, a process of another run is refused and
+// cannot answer, and the ranks are still served.
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <convoy/cluster/cluster.hpp>
 #include <convoy/comm/bootstrap/rendezvous.hpp>
+#include <convoy/comm/bootstrap/run_identity.hpp>
 #include <cstddef>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <string>
@@ -12,6 +16,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "clog_capture.hpp"
 #include "processes.hpp"
 #include "zmq_watch.hpp"
 
@@ -48,4 +53,81 @@ TEST_CASE("a peer that sends a frame past rank 0's cap is disconnected, and rank
   REQUIRE(answer.size() == 1);
   REQUIRE(answer[0].size() == 2);
   CHECK(answer[0].data<std::byte>()[1] == std::byte{9});
+}
+
+TEST_CASE(
+    "rank 0 serves its own run only: a request of another run is refused, said once, and "
+    "the real rank is served") {
+  std::string const address = "127.0.0.1:" + std::to_string(testing::free_port());
+  comm::bootstrap::Options const options{.timeout = 20000ms, .retry = 200ms, .run = "token:ours"};
+  std::vector<std::byte> const id{std::byte{7}, std::byte{9}};
+  testing::ClogCapture capture;
+  std::thread rank0([&] {
+    comm::bootstrap::serve(address, 2, options, "test/1", "the test's id",
+                           [&](int, std::span<std::byte const>) {
+                             return std::optional(std::vector<std::vector<std::byte>>{id});
+                           });
+  });
+  // A registration forged for rank 1, then one of a task started without the run's token.
+  std::vector<std::byte> const payload{std::byte{1}};
+  auto forged = options;
+  forged.run = "token:guessed";
+  CHECK_THROWS_WITH_AS(
+      comm::bootstrap::ask(address, 1, payload, forged, "test/1", "the test's id"),
+      doctest::Contains("serves another run: its CONVOY_RUN_TOKEN or cluster differs"),
+      ProtocolError);
+  forged.run = "cluster:0123";
+  CHECK_THROWS_WITH_AS(comm::bootstrap::ask(address, 1, payload, forged, "test/1", "the test's id"),
+                       doctest::Contains("CONVOY_RUN_TOKEN is set for rank 0 and not for rank 1"),
+                       ProtocolError);
+  auto const answer = comm::bootstrap::ask(address, 1, payload, options, "test/1", "the test's id");
+  rank0.join();
+  REQUIRE(answer.size() == 1);
+  CHECK(answer[0].size() == 2);
+  auto const said = capture.text.str();
+  CHECK_MESSAGE(
+      said.find("refused a request for rank 1 from 127.0.0.1 of another run") != std::string::npos,
+      said);
+  CHECK(said.find("later ones are refused without a line") != std::string::npos);
+  CHECK(said.find("refused a request", said.find("refused a request") + 1) == std::string::npos);
+}
+
+TEST_CASE("a rank takes no answer from a rank 0 of another run") {
+  std::string const address = "127.0.0.1:" + std::to_string(testing::free_port());
+  // Another run's rank 0 on this address: it answers in the protocol, for its own run.
+  zmq::context_t context;
+  zmq::socket_t other(context, zmq::socket_type::rep);
+  other.set(zmq::sockopt::linger, 0);
+  other.bind("tcp://" + address);
+  std::thread serving([&] {
+    std::vector<zmq::message_t> request;
+    if (!zmq::recv_multipart(other, std::back_inserter(request))) return;
+    other.send(zmq::str_buffer("test/1"), zmq::send_flags::sndmore);
+    other.send(zmq::str_buffer("token:theirs"), zmq::send_flags::sndmore);
+    other.send(zmq::str_buffer("an id"), zmq::send_flags::none);
+  });
+  comm::bootstrap::Options const options{.timeout = 20000ms, .retry = 200ms, .run = "token:ours"};
+  std::vector<std::byte> const payload{std::byte{1}};
+  CHECK_THROWS_WITH_AS(
+      comm::bootstrap::ask(address, 1, payload, options, "test/1", "the test's id"),
+      doctest::Contains("was answered by a process of another run"), ProtocolError);
+  serving.join();
+}
+
+TEST_CASE("a run's identity: the same for every task of a run, another for another run") {
+  Cluster a;
+  a.jobs["worker"] = {"127.0.0.1:2000", "127.0.0.1:2001"};
+  Cluster b = a;
+  b.index = 1;  // another task of the same run
+  Cluster c = a;
+  c.jobs["worker"][1] = "127.0.0.1:2002";  // another run
+  using comm::bootstrap::run_identity;
+  CHECK(run_identity(a, "secret") == run_identity(b, "secret"));
+  CHECK(run_identity(a, "secret") != run_identity(a, "other"));
+  CHECK(run_identity(a, "secret") != run_identity(c, "secret"));
+  CHECK(run_identity(a, nullptr) == run_identity(a, ""));
+  CHECK(run_identity(a, nullptr) != run_identity(c, nullptr));
+  CHECK(run_identity(a, "secret").starts_with("token:"));
+  CHECK(run_identity(a, nullptr).starts_with("cluster:"));
+  CHECK(run_identity(a, "secret").find("secret") == std::string::npos);
 }

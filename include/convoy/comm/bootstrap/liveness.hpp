@@ -4,7 +4,9 @@
 // collectives it has issued so far. A rank whose collective timed out asks the board, and names
 // the processes that have stopped beating (dead or frozen) and those that beat but have issued
 // fewer collectives than the others (stuck in their own code before the exchange the others wait
-// in). Plain C++ over ZeroMQ: no NCCL or CUDA needed.
+// in). Every message carries the run's identity (run_identity.hpp): the board takes the beats,
+// asks and goodbyes of its own run only, so a stranger can neither forge a process's goodbye or
+// beats nor read the board. Plain C++ over ZeroMQ: no NCCL or CUDA needed.
 #pragma once
 
 #include <algorithm>
@@ -38,6 +40,8 @@ struct LivenessOptions {
   int missed_beats = 3;
   /// How explain() names process p, when given: "worker:1 at 10.0.0.2:2223"; else "process p".
   std::vector<std::string> names{};
+  /// The run's identity (run_identity()): in every message, and the board's answers must carry it.
+  std::string run{};
 };
 
 namespace detail {
@@ -63,13 +67,16 @@ class LivenessBoard {
   /// `max_connections`: connections held at once (0: four a process and 16 more, within the
   /// file limit); beyond it the oldest one that has sent nothing valid is closed (see
   /// comm/detail/connection_cap.hpp), so idle strangers cannot take the process's descriptors.
-  LivenessBoard(std::string const& address, int processes, std::size_t max_connections = 0)
+  /// `run`: the run's identity; a message of another run is dropped, and the first one logged.
+  LivenessBoard(std::string const& address, int processes, std::size_t max_connections = 0,
+                std::string run = {})
       : socket_(context_, zmq::socket_type::router),
         connections_(std::min(
             comm::detail::file_room(),
             max_connections ? max_connections : 4 * static_cast<std::size_t>(processes) + 16)),
         board_(static_cast<std::size_t>(processes)),
-        address_(address) {
+        address_(address),
+        run_(std::move(run)) {
     socket_.set(zmq::sockopt::linger, 0);
     // A beat, an ask and a goodbye are a few dozen bytes: ZeroMQ drops a peer that announces a
     // larger frame before it allocates it (a frame declared at 4 GiB took gigabytes before).
@@ -130,18 +137,22 @@ class LivenessBoard {
       std::vector<zmq::message_t> message;
       if (!zmq::recv_multipart(socket_, std::back_inserter(message), zmq::recv_flags::dontwait))
         continue;
-      // [identity] [tag] [beat|ask|bye] [process] [issued]; anything else is dropped.
-      if (message.size() != 5 || detail::frame(message[1]) != detail::liveness_tag) continue;
-      auto const kind = detail::frame(message[2]);
+      // [identity] [tag] [run] [beat|ask|bye] [process] [issued]; anything else is dropped.
+      if (message.size() != 6 || detail::frame(message[1]) != detail::liveness_tag) continue;
+      auto const kind = detail::frame(message[3]);
       int process = -1;
       std::int64_t issued = -1;
       try {
-        process = std::stoi(detail::frame(message[3]));
-        issued = std::stoll(detail::frame(message[4]));
+        process = std::stoi(detail::frame(message[4]));
+        issued = std::stoll(detail::frame(message[5]));
       } catch (std::exception const&) {
         continue;
       }
       if (process < 0 || static_cast<std::size_t>(process) >= board_.size()) continue;
+      if (message[2].to_string_view() != run_) {
+        stranger(message[1], kind, process);
+        continue;
+      }
       identified_.insert(message[1].get(ZMQ_SRCFD));
       std::lock_guard lock(mutex_);
       auto& entry = board_[static_cast<std::size_t>(process)];
@@ -160,8 +171,21 @@ class LivenessBoard {
       }
       socket_.send(std::move(message[0]), zmq::send_flags::sndmore);
       socket_.send(zmq::buffer(detail::liveness_tag), zmq::send_flags::sndmore);
+      socket_.send(zmq::buffer(run_), zmq::send_flags::sndmore);
       socket_.send(zmq::buffer(text.str()), zmq::send_flags::dontwait);
     }
+  }
+
+  // A message of another run, naming `process`: dropped and counted; the first one is said on
+  // std::clog (a forged goodbye or beat would otherwise blame the wrong cause for a death).
+  void stranger(zmq::message_t const& frame, std::string const& kind, int process) {
+    if (strangers_.fetch_add(1) > 0) return;
+    char const* peer = ::zmq_msg_gets(frame.handle(), "Peer-Address");
+    std::clog << "convoy: the liveness board at " << address_ << " dropped a '" << kind
+              << "' naming process " << process << " from " << (peer ? peer : "a peer")
+              << " of another run (its run identity differs: another run, or a task without the "
+                 "run's CONVOY_RUN_TOKEN); later ones are counted, not logged"
+              << std::endl;
   }
 
   // An accepted connection beyond the cap closes an idle stranger (said once on std::clog, and
@@ -187,6 +211,8 @@ class LivenessBoard {
  public:
   /// Connections closed because the cap was reached.
   std::int64_t over_cap() const { return over_cap_.load(); }
+  /// Messages dropped because they came from another run.
+  std::int64_t strangers() const { return strangers_.load(); }
 
  private:
   zmq::context_t context_;
@@ -195,9 +221,11 @@ class LivenessBoard {
   comm::detail::ConnectionCap connections_;
   std::set<int> identified_;  // descriptors a valid message came on
   std::atomic<std::int64_t> over_cap_{0};
+  std::atomic<std::int64_t> strangers_{0};
   std::mutex mutex_;  // board_, between the serving thread and linger()
   std::vector<Entry> board_;
   std::string address_;
+  std::string run_;
   std::jthread thread_;  // last: stopped first
 };
 
@@ -241,13 +269,14 @@ class LivenessReporter {
     std::vector<zmq::message_t> answer;
     if ((item.revents & ZMQ_POLLIN) == 0 ||
         !zmq::recv_multipart(socket, std::back_inserter(answer), zmq::recv_flags::dontwait) ||
-        answer.size() != 2 || detail::frame(answer[0]) != detail::liveness_tag) {
+        answer.size() != 3 || detail::frame(answer[0]) != detail::liveness_tag ||
+        answer[1].to_string_view() != options_.run) {
       throw TimeoutError("convoy: the liveness board of process 0 at " + address_ +
                          " did not answer within " + std::to_string(options_.answer.count()) +
                          " ms");
     }
     std::vector<ProcessLiveness> board;
-    std::istringstream text(detail::frame(answer[1]));
+    std::istringstream text(detail::frame(answer[2]));
     ProcessLiveness p;
     int left = 0;
     while (text >> p.process >> p.issued >> p.silent_ms >> left) {
@@ -342,6 +371,7 @@ class LivenessReporter {
     auto const issued = std::to_string(issued_());
     auto const more = zmq::send_flags::sndmore | zmq::send_flags::dontwait;
     if (!socket.send(zmq::buffer(detail::liveness_tag), more)) return false;
+    socket.send(zmq::buffer(options_.run), more);
     socket.send(zmq::buffer(kind), more);
     socket.send(zmq::buffer(process), more);
     socket.send(zmq::buffer(issued), zmq::send_flags::dontwait);

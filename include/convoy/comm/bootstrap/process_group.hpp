@@ -19,6 +19,7 @@
 #include "../../cluster/resolve.hpp"
 #include "../../core/error.hpp"
 #include "liveness.hpp"
+#include "run_identity.hpp"
 
 namespace convoy::comm::bootstrap {
 
@@ -71,12 +72,13 @@ class ProcessGroup {
                       std::ostream* warnings = &std::clog) {
     if (processes_ == 1) return;
     options.names.clear();
+    if (options.run.empty()) options.run = run_identity(cluster_);
     for (std::size_t p = 0; p < processes_; ++p)
       options.names.push_back(cluster_.worker_task(p) + " at " + cluster_.worker_address(p));
     stale_ = options.interval * options.missed_beats;
     if (process_ == 0) {
       try {
-        board_ = std::make_unique<LivenessBoard>(coordinator(), int(processes_));
+        board_ = std::make_unique<LivenessBoard>(coordinator(), int(processes_), 0, options.run);
       } catch (Error const& e) {
         if (warnings) {
           *warnings << e.what() << "; " << task()

@@ -3,7 +3,9 @@
 // every launcher the cluster resolver knows) and the others ask it, retrying on fresh connections
 // while rank 0 starts, within a timeout. NCCL's unique id is served this way
 // (comm/nccl/unique_id_bootstrap.hpp), and so are the Gloo transport's addresses, gathered from
-// every rank (gather()). Plain C++ over ZeroMQ.
+// every rank (gather()). Every request and answer carries the run's identity (run_identity.hpp):
+// rank 0 answers only the processes of its run, and a rank takes answers only from its run's rank
+// 0. Plain C++ over ZeroMQ.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iostream>
 #include <iterator>
 #include <optional>
 #include <set>
@@ -26,6 +29,7 @@
 #include "../../cluster/host_lookup.hpp"
 #include "../../core/error.hpp"
 #include "../detail/zmq_poll.hpp"
+#include "run_identity.hpp"
 
 namespace convoy::comm::bootstrap {
 
@@ -37,6 +41,9 @@ struct Options {
   /// The largest frame rank 0 takes (a rank's payload: an NCCL unique id, a Gloo address); a peer
   /// that sends a larger one is disconnected by ZeroMQ before the frame is allocated.
   std::int64_t max_request_bytes = 64 * 1024;
+  /// The run's identity (run_identity()), in every request and answer; gather() and the NCCL id's
+  /// bootstrap fill it in from the cluster when empty.
+  std::string run{};
 };
 
 namespace detail {
@@ -68,20 +75,33 @@ inline bool receive_request(zmq::socket_t& socket, std::chrono::steady_clock::du
       .has_value();
 }
 
-// The rank a request [protocol, rank, payload] names; -1 when it does not speak `protocol`.
+// The rank a request [protocol, rank, run, payload] names; -1 when it does not speak `protocol`.
 inline int requested_rank(std::vector<zmq::message_t> const& request, std::string_view protocol) {
-  if (request.size() != 3 || frame_text(request[0]) != protocol) return -1;
+  if (request.size() != 4 || frame_text(request[0]) != protocol) return -1;
   auto const text = frame_text(request[1]);
   if (text.empty() || text.size() >= 8 || text.find_first_not_of("0123456789") != text.npos)
     return -1;
   return std::stoi(text);
 }
 
-// Answers `first`, then `frames`, as one message.
-inline void send_answer(zmq::socket_t& socket, std::string_view first,
+// Why a message of another run came, as `us` (this process, "rank 0") sees `them` ("rank 1"):
+// for the log and the error answer.
+inline std::string other_run(std::string_view theirs, std::string_view ours, std::string const& us,
+                             std::string const& them) {
+  bool const token = ours.starts_with("token:"), their_token = theirs.starts_with("token:");
+  if (token != their_token) {
+    return "CONVOY_RUN_TOKEN is set for " + (token ? us : them) + " and not for " +
+           (token ? them : us) + "; give every task of a run the same";
+  }
+  return token ? "its CONVOY_RUN_TOKEN or cluster differs"
+               : "its cluster differs (another run, or one left over on these ports)";
+}
+
+// Answers `first`, the run, then `frames`, as one message.
+inline void send_answer(zmq::socket_t& socket, std::string_view first, std::string_view run,
                         std::vector<std::vector<std::byte>> const& frames) {
-  socket.send(zmq::buffer(first),
-              frames.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(first), zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(run), frames.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
   for (std::size_t f = 0; f < frames.size(); ++f) {
     socket.send(zmq::const_buffer(frames[f].data(), frames[f].size()),
                 f + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
@@ -101,7 +121,8 @@ using Answer = std::function<std::optional<std::vector<std::vector<std::byte>>>(
 /// Rank 0's side: serves `protocol` at `address` ("host:port") until each of ranks
 /// 1..world_size-1 has had its final answer. Blocks. Throws TimeoutError naming the ranks that
 /// never asked within options.timeout, and Error when `address` cannot be bound. A request that
-/// does not speak `protocol` gets an error answer and serving goes on. `what` names what is served,
+/// does not speak `protocol`, or comes from another run than options.run, gets an error answer
+/// (the first of another run is logged) and serving goes on. `what` names what is served,
 /// for messages ("the NCCL unique id").
 inline void serve(std::string const& address, int world_size, Options const& options,
                   std::string_view protocol, std::string_view what, Answer const& answer) {
@@ -116,8 +137,9 @@ inline void serve(std::string const& address, int world_size, Options const& opt
     throw Error("convoy: rank 0 cannot serve " + std::string(what) + " at " + address + ": " +
                 e.what());
   }
-  std::set<int> asked;    // ranks heard from
-  std::set<int> waiting;  // ranks without their final answer
+  std::int64_t strangers = 0;  // requests of another run
+  std::set<int> asked;         // ranks heard from
+  std::set<int> waiting;       // ranks without their final answer
   for (int r = 1; r < world_size; ++r) waiting.insert(r);
   auto deadline = std::chrono::steady_clock::now() + options.timeout;
   bool lingering = false;
@@ -152,14 +174,26 @@ inline void serve(std::string const& address, int world_size, Options const& opt
                               std::string(protocol) + "; the request was not that");
       continue;
     }
+    if (request[2].to_string_view() != options.run) {
+      auto const why = detail::other_run(request[2].to_string_view(), options.run, "rank 0",
+                                         "rank " + std::to_string(rank));
+      if (strangers++ == 0) {
+        char const* peer = request[0].gets("Peer-Address");
+        std::clog << "convoy: rank 0 at " << address << " refused a request for rank " << rank
+                  << " from " << (peer ? peer : "a peer") << " of another run: " << why
+                  << " (later ones are refused without a line)" << std::endl;
+      }
+      detail::send_answer(socket, "error", "rank 0 at " + address + " serves another run: " + why);
+      continue;
+    }
     asked.insert(rank);
-    auto const* bytes = request[2].data<std::byte>();
-    auto const reply = answer(rank, std::span<std::byte const>(bytes, request[2].size()));
+    auto const* bytes = request[3].data<std::byte>();
+    auto const reply = answer(rank, std::span<std::byte const>(bytes, request[3].size()));
     if (!reply) {
       detail::send_answer(socket, "wait", detail::rank_list(detail::not_asked(asked, world_size)));
       continue;
     }
-    detail::send_answer(socket, protocol, *reply);
+    detail::send_answer(socket, protocol, options.run, *reply);
     waiting.erase(rank);
   }
 }
@@ -168,7 +202,7 @@ inline void serve(std::string const& address, int world_size, Options const& opt
 /// whose frames it returns. Blocks; asks again on a fresh connection every options.retry while
 /// rank 0 is not there yet or waits for other ranks. Throws TimeoutError naming this rank, the
 /// address and the ranks rank 0 still waited for after options.timeout, ProtocolError when rank 0
-/// answers with an error or in another protocol.
+/// answers with an error, in another protocol or for another run.
 inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
                                        std::span<std::byte const> payload, Options const& options,
                                        std::string_view protocol, std::string_view what) {
@@ -190,6 +224,7 @@ inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
     }
     socket->send(zmq::buffer(protocol), zmq::send_flags::sndmore);
     socket->send(zmq::buffer(rank_text), zmq::send_flags::sndmore);
+    socket->send(zmq::buffer(options.run), zmq::send_flags::sndmore);
     socket->send(zmq::const_buffer(payload.data(), payload.size()), zmq::send_flags::none);
     auto const now = std::chrono::steady_clock::now();
     auto const wait = std::min(
@@ -212,9 +247,14 @@ inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
     }
     if (answer.size() == 2 && detail::frame_text(answer[0]) == "error")
       throw ProtocolError(from + " and was refused: " + detail::frame_text(answer[1]));
-    if (answer.empty() || detail::frame_text(answer[0]) != protocol)
+    if (answer.size() < 2 || detail::frame_text(answer[0]) != protocol)
       throw ProtocolError(from + "; the answer does not speak " + std::string(protocol));
-    answer.erase(answer.begin());
+    if (answer[1].to_string_view() != options.run) {
+      throw ProtocolError(from + " and was answered by a process of another run: " +
+                          detail::other_run(answer[1].to_string_view(), options.run,
+                                            "rank " + rank_text, "rank 0"));
+    }
+    answer.erase(answer.begin(), answer.begin() + 2);
     return answer;
   }
   if (!missing.empty()) {
@@ -246,8 +286,10 @@ inline std::vector<std::vector<std::byte>> gather(Cluster const& cluster,
   }
   auto const world = static_cast<int>(cluster.worker_count());
   std::string const& coordinator = cluster.worker_address(0);
+  Options run_options = options;
+  if (run_options.run.empty()) run_options.run = run_identity(cluster);
   if (rank > 0) {
-    auto frames = ask(coordinator, rank, mine, options, protocol, what);
+    auto frames = ask(coordinator, rank, mine, run_options, protocol, what);
     if (frames.size() != static_cast<std::size_t>(world)) {
       throw ProtocolError("convoy: rank " + std::to_string(rank) + " got " +
                           std::to_string(frames.size()) + " blobs of " + std::string(what) +
@@ -263,7 +305,7 @@ inline std::vector<std::vector<std::byte>> gather(Cluster const& cluster,
   std::vector<std::optional<std::vector<std::byte>>> held(static_cast<std::size_t>(world));
   held[0].emplace(mine.begin(), mine.end());
   std::vector<std::vector<std::byte>> all;
-  serve(coordinator, world, options, protocol, what,
+  serve(coordinator, world, run_options, protocol, what,
         [&](int r, std::span<std::byte const> payload)
             -> std::optional<std::vector<std::vector<std::byte>>> {
           held[static_cast<std::size_t>(r)].emplace(payload.begin(), payload.end());

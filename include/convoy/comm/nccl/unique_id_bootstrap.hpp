@@ -70,13 +70,15 @@ inline std::vector<std::byte> share_unique_id(
                        "] takes no part in an NCCL collective; only the chief and the workers do");
   }
   std::string const& coordinator = cluster.worker_address(0);
-  if (rank > 0) return fetch_unique_id(coordinator, rank, size, options);
+  BootstrapOptions run_options = options;
+  if (run_options.run.empty()) run_options.run = bootstrap::run_identity(cluster);
+  if (rank > 0) return fetch_unique_id(coordinator, rank, size, run_options);
   auto id = make_id();
   if (id.size() != size) {
     throw Error("convoy: the NCCL unique id made by rank 0 has " + std::to_string(id.size()) +
                 " bytes, not " + std::to_string(size));
   }
-  serve_unique_id(coordinator, id, static_cast<int>(cluster.worker_count()), options);
+  serve_unique_id(coordinator, id, static_cast<int>(cluster.worker_count()), run_options);
   return id;
 }
 

@@ -1,0 +1,43 @@
+// Which run a collective's bootstrap or liveness message belongs to. Every process of a run
+// computes the same identity from what they share: the run's token, CONVOY_RUN_TOKEN
+// (tools/convoy-launch draws one for each run and gives it to every task, a task started again
+// included; a run started by hand or by another launcher sets the same value in every task's
+// environment), and the cluster. Without a token the cluster alone still tells one run from
+// another (the processes of another run, a process left over from an earlier run on the same
+// ports), but not from a peer that knows the cluster's addresses (docs/gloo.md, "Who may join a
+// run").
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "../../cluster/cluster.hpp"
+
+namespace convoy::comm::bootstrap {
+
+/// The identity of the run `cluster` belongs to, given its token (null or empty: none).
+inline std::string run_identity(Cluster const& cluster, char const* token) {
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  auto mix = [&](std::string_view bytes) {
+    for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+    h = (h ^ 0xffU) * 1099511628211ULL;  // a separator no text holds: "ab","c" is not "a","bc"
+  };
+  mix(token ? token : "");
+  for (auto const& [job, addresses] : cluster.jobs) {
+    mix(job);
+    for (auto const& address : addresses) mix(address);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string(token && *token ? "token:" : "cluster:") + hex;
+}
+
+/// The identity of the run `cluster` belongs to, with the token of this process's environment.
+inline std::string run_identity(Cluster const& cluster) {
+  return run_identity(cluster, std::getenv("CONVOY_RUN_TOKEN"));
+}
+
+}  // namespace convoy::comm::bootstrap
