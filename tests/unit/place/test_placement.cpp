@@ -1,31 +1,22 @@
 // Placement policies: replica counts, the opt-in placement log, and the GPU placement's fallback to
 // the host in a build without CUDA (an error under strict placement).
 #include <doctest/doctest.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <convoy/nn/mlp.hpp>
 #include <convoy/strategy.hpp>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
-#include <sched.h>
-#include <sys/wait.h>
 #include <synthetic.hpp>
 #include <temp_dir.hpp>
 #include <thread>
-#include <unistd.h>
-#include <filesystem>
-#include <fstream>
+
+#include "clog_capture.hpp"
 
 using namespace convoy;
-
-namespace {
-
-// Captures what std::clog receives while alive.
-struct ClogCapture {
-  std::ostringstream text;
-  std::streambuf* old = std::clog.rdbuf(text.rdbuf());
-  ~ClogCapture() { std::clog.rdbuf(old); }
-};
-
-}  // namespace
 
 TEST_CASE("replica counts: Host one, Mirrored and CentralStorage one per usable CPU unless told") {
   CHECK(place::Host{}.replica_count() == 1);
@@ -56,7 +47,7 @@ TEST_CASE("a cgroup CPU quota caps the default replica count") {
     std::ofstream(file) << text;
   };
   CHECK(place::detail::cgroup_cpu_limit(root.path.string()) == 0);  // no files: no quota
-  write(root.path / "cpu" / "cpu.cfs_quota_us", "250000\n");       // cgroup v1: 2.5 CPUs
+  write(root.path / "cpu" / "cpu.cfs_quota_us", "250000\n");        // cgroup v1: 2.5 CPUs
   write(root.path / "cpu" / "cpu.cfs_period_us", "100000\n");
   CHECK(place::detail::cgroup_cpu_limit(root.path.string()) == 3);
   write(root.path / "cpu.max", "max 100000\n");  // cgroup v2 wins, and says: no quota
@@ -66,7 +57,7 @@ TEST_CASE("a cgroup CPU quota caps the default replica count") {
 }
 
 TEST_CASE("the placement log names every variable, where it lives, and who computes") {
-  ClogCapture capture;
+  testing::ClogCapture capture;
   Strategy<nn::Mlp, place::Mirrored, comm::InProcess, sync::Synchronous> mirrored(
       nn::Mlp({4, 3, 2}), place::Mirrored{.replicas = 2, .log_placement = true});
   std::string const text = capture.text.str();
@@ -81,7 +72,7 @@ TEST_CASE("the placement log names every variable, where it lives, and who compu
 }
 
 TEST_CASE("central storage logs one central copy; the log is off by default") {
-  ClogCapture capture;
+  testing::ClogCapture capture;
   Strategy<nn::Mlp, place::CentralStorage, comm::InProcess, sync::Synchronous> quiet(
       nn::Mlp({4, 2}), place::CentralStorage{.replicas = 2});
   CHECK(capture.text.str().empty());
@@ -99,7 +90,7 @@ TEST_CASE("central storage logs one central copy; the log is off by default") {
 
 TEST_CASE("a GPU placement falls back to the host with one log line, or fails when strict") {
   {
-    ClogCapture capture;
+    testing::ClogCapture capture;
     Strategy<nn::Mlp, place::Gpu, comm::InProcess, sync::Synchronous> soft(nn::Mlp({4, 2}),
                                                                            place::Gpu{.device = 1});
     std::string const text = capture.text.str();
@@ -116,7 +107,7 @@ TEST_CASE("a GPU placement falls back to the host with one log line, or fails wh
 
 TEST_CASE("place::MirroredGpus in a build without CUDA: one host replica and one line, or strict") {
   {
-    ClogCapture capture;
+    testing::ClogCapture capture;
     place::MirroredGpus soft{.devices = {0, 1}};
     soft.resolve();
     CHECK(capture.text.str() ==
@@ -125,23 +116,26 @@ TEST_CASE("place::MirroredGpus in a build without CUDA: one host replica and one
     CHECK(soft.replica_count() == 1);
   }
   place::MirroredGpus const strict{.strict = true};
-  CHECK_THROWS_WITH_AS(strict.resolve(), doctest::Contains("(strict placement); use place::Mirrored"),
+  CHECK_THROWS_WITH_AS(strict.resolve(),
+                       doctest::Contains("(strict placement); use place::Mirrored"),
                        PlacementError);
 }
 
-TEST_CASE("place::CentralStorageGpus in a build without CUDA trains one host replica like "
-          "CentralStorage") {
+TEST_CASE(
+    "place::CentralStorageGpus in a build without CUDA trains one host replica like "
+    "CentralStorage") {
   auto const data = testing::synthetic_classes(400, 6, 3);
   nn::Mlp const model({6, 8, 3});
   RunPlan plan{.until = 10,
-               .batch = [&](std::size_t, std::int64_t step) {
-                 return data.slice(static_cast<std::size_t>(step) * 40, 40);
-               },
+               .batch =
+                   [&](std::size_t, std::int64_t step) {
+                     return data.slice(static_cast<std::size_t>(step) * 40, 40);
+                   },
                .after_step = {}};
   std::string line;
   std::vector<float> on_gpus;
   {
-    ClogCapture capture;
+    testing::ClogCapture capture;
     Strategy<nn::Mlp, place::CentralStorageGpus, comm::InProcess, sync::Synchronous> soft(model);
     line = capture.text.str();
     CHECK(soft.replicas() == 1);

@@ -21,6 +21,8 @@
 #include <synthetic.hpp>
 #include <thread>
 
+#include "clog_capture.hpp"
+
 using namespace convoy;
 using namespace std::chrono_literals;
 using testing::Feed;
@@ -149,12 +151,6 @@ struct HoldOthers {
   HoldOthers& operator=(HoldOthers const&) = delete;
 };
 
-struct ClogCapture {
-  std::ostringstream text;
-  std::streambuf* old = std::clog.rdbuf(text.rdbuf());
-  ~ClogCapture() { std::clog.rdbuf(old); }
-};
-
 }  // namespace
 
 TEST_CASE_TEMPLATE("a throw in forward_backward reaches the caller with every thread joined", C,
@@ -165,7 +161,7 @@ TEST_CASE_TEMPLATE("a throw in forward_backward reaches the caller with every th
   model.faults->replica = strategy.replicas() - 1;
   if constexpr (C::backups) model.faults->replica = Faults::every_replica;
   model.faults->throw_at = 3;
-  ClogCapture capture;
+  testing::ClogCapture capture;
   if constexpr (C::asynchronous) {
     // The others train to the end; the failure is logged at once and reported at the end.
     HoldOthers const hold(5);
@@ -281,7 +277,7 @@ TEST_CASE("an asynchronous run goes on while all but one replica have failed") {
   model.faults->replica = 1;
   model.faults->throw_at = 0;  // replica 1 fails at once
   HoldOthers const hold(5);
-  ClogCapture capture;
+  testing::ClogCapture capture;
   CHECK_THROWS_AS(strategy.run(fault_plan(strategy, 60)), ReplicaError);
   CHECK(strategy.global_step() == 60);
   CHECK(strategy.counters().local_steps[1] == 0);
