@@ -319,6 +319,11 @@ TEST_CASE(
             << " with worker 1 killed after global step " << cut.killed_at << " (" << cut.seconds
             << " s)\n";
   CHECK(cut.accuracy >= whole.accuracy - 0.01);
+  // Worker 0's log says when it went on alone; the uninterrupted run's never does.
+  CHECK_MESSAGE(cut.worker0_log.find("  the group changed: 1 gradient(s) a step, was 2 (by global "
+                                     "step ") != std::string::npos,
+                cut.worker0_log);
+  CHECK(whole.worker0_log.find("the group changed") == std::string::npos);
 }
 
 TEST_CASE("a restarted worker rejoins and starts from the shards' current weights and steps") {

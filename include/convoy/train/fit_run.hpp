@@ -243,11 +243,27 @@ class FitRun {
                       std::int64_t dropped) {
     HistoryRecord record = progress_->close_interval(step, batches, applied);
     record.lr = strategy_.optimizer().learning_rate();
+    std::int64_t const group_was = group_changed(record);
     if (progress_lines()) {
-      *log_ << progress_line(record, progress_->totals(step, batches), dropped) << std::endl;
+      *log_ << progress_line(record, progress_->totals(step, batches), dropped, group_was)
+            << std::endl;
+    } else if (log_ && group_was > 0) {  // TensorFlow's lines: one of its own
+      *log_ << "  " << group_change(record, group_was) << " (by global step " << step << ")"
+            << std::endl;
     }
     result_.history.push_back(record);
     ask_hooks(&Hooks::on_interval, record);
+  }
+
+  // The gradients a step of the intervals before `record`, when the group (the gradients a step,
+  // rounded) changed with it: a synchronous parameter-server run goes on without a lost worker and
+  // takes it back; 0 otherwise.
+  std::int64_t group_changed(HistoryRecord const& record) {
+    if (!record.gradients_per_step) return 0;
+    auto const now = std::llround(*record.gradients_per_step);
+    std::int64_t const was = group_ > 0 && now != group_ ? group_ : 0;
+    group_ = now;
+    return was;
   }
 
   // An evaluation: recorded, printed, and handed to the hooks.
@@ -392,6 +408,7 @@ class FitRun {
   bool sees_every_update_ = true;
   std::int64_t previous_ = 0;          // the latest step after_step saw
   std::int64_t previous_batches_ = 0;  // and the batches then
+  std::int64_t group_ = 0;             // gradients a step, rounded, of the last interval
   bool keep_going_ = true;             // false once a hook asked to stop
   std::optional<HistoryRecord> last_evaluation_;
   FitResult result_;

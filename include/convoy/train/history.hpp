@@ -24,8 +24,11 @@ struct HistoryRecord {
   std::optional<double> loss;           ///< mean training loss of the updates in the interval
   std::optional<double> samples_per_s;  ///< rows of applied gradients per wall second, interval
   std::optional<double> seconds_per_step;  ///< wall seconds per global step over the interval
-  float lr = 0.0f;                         ///< the optimizer's learning rate at the record
-  std::optional<Metrics> validation;       ///< set for evaluations
+  /// Gradients the interval's updates took, on average (gradients applied over global steps): the
+  /// group's size in a synchronous run, which changes as workers are lost and come back.
+  std::optional<double> gradients_per_step;
+  float lr = 0.0f;                    ///< the optimizer's learning rate at the record
+  std::optional<Metrics> validation;  ///< set for evaluations
 
   std::optional<double> val_loss() const {
     return validation ? std::optional<double>(validation->mean_loss()) : std::nullopt;

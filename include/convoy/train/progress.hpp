@@ -59,9 +59,17 @@ inline void write_position(std::ostream& out, HistoryRecord const& r, RunTotals 
 }
 }  // namespace detail
 
-/// The progress line of an interval record; `dropped` late gradients are mentioned when > 0.
+/// "the group changed: 1 gradient(s) a step, was 2": an interval record's gradients a step,
+/// rounded, after intervals of `was`.
+inline std::string group_change(HistoryRecord const& r, std::int64_t was) {
+  return "the group changed: " + std::to_string(std::llround(r.gradients_per_step.value_or(0.0))) +
+         " gradient(s) a step, was " + std::to_string(was);
+}
+
+/// The progress line of an interval record; `dropped` late gradients are mentioned when > 0, and
+/// `group_was`, the gradients a step of the intervals before, when the group has changed since.
 inline std::string progress_line(HistoryRecord const& r, RunTotals const& totals,
-                                 std::int64_t dropped = 0) {
+                                 std::int64_t dropped = 0, std::int64_t group_was = 0) {
   std::ostringstream out;  // formatted apart, so the caller's stream keeps its settings
   detail::write_position(out, r, totals);
   char text[64];
@@ -80,6 +88,7 @@ inline std::string progress_line(HistoryRecord const& r, RunTotals const& totals
   out << "  " << duration_text(r.elapsed_s) << " elapsed";
   if (totals.eta_s) out << ", ETA " << duration_text(*totals.eta_s, false);
   if (dropped > 0) out << "  (" << dropped << " late gradients dropped so far)";
+  if (group_was > 0) out << "  (" << group_change(r, group_was) << ")";
   return out.str();
 }
 

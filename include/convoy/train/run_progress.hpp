@@ -95,6 +95,10 @@ struct RunProgress {
       if (step > interval.step)
         r.seconds_per_step = seconds / static_cast<double>(step - interval.step);
     }
+    if (step > interval.step) {
+      r.gradients_per_step = static_cast<double>(applied - interval.applied) /
+                             static_cast<double>(step - interval.step);
+    }
     interval = Interval{now, step, applied};
     return r;
   }

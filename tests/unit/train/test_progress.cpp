@@ -79,6 +79,10 @@ TEST_CASE("a progress line shows epoch and step of their totals, rates, elapsed 
         "ETA 41 s");
   CHECK(progress_line(r, {}, 7).find("step 1200  loss") != std::string::npos);
   CHECK(progress_line(r, {}, 7).find("(7 late gradients dropped so far)") != std::string::npos);
+  // A synchronous group that lost a worker: the line says so, once, at the change.
+  r.gradients_per_step = 1.2;
+  CHECK(progress_line(r, {}, 0, 2).ends_with("  (the group changed: 1 gradient(s) a step, was 2)"));
+  CHECK(progress_line(r, {}).find("group") == std::string::npos);
 }
 
 TEST_CASE("fit prints progress lines by default, each with its totals and an ETA") {
@@ -144,6 +148,9 @@ TEST_CASE("seconds per step and samples per second are wall-clock over the inter
     CHECK(*r.seconds_per_step >= 0.019);
     // 96 rows of applied gradients a global step.
     CHECK(*r.samples_per_s * *r.seconds_per_step == doctest::Approx(96.0).epsilon(1e-6));
+    // Both replicas' gradients in every step.
+    REQUIRE(r.gradients_per_step.has_value());
+    CHECK(*r.gradients_per_step == 2.0);
     seconds += 5 * *r.seconds_per_step;
   }
   CHECK(seconds <= wall);
@@ -225,17 +232,17 @@ TEST_CASE("the program of docs/training_output.md trains, logs, schedules and ke
   // example-begin training-output
   callbacks::KeepBest best{dir / "best.pbin", {.metric = callbacks::Metric::val_accuracy}};
   auto const result = trainer.fit(
-      train, {.epochs = 3,
-              .batch_size = 96,
-              .log_every = 5,
-              .log = &log,
-              .validation = &validation,
-              .evaluate_each_epoch = true,
-              .hooks = {callbacks::metrics_log(dir / "metrics.csv"),
-                        callbacks::learning_rate_schedule(
-                            callbacks::warm_up(5, callbacks::cosine(0.01f, 25))),
-                        callbacks::early_stopping({.monitor = {.min_delta = 1e-3}, .patience = 2}),
-                        best}});
+      train,
+      {.epochs = 3,
+       .batch_size = 96,
+       .log_every = 5,
+       .log = &log,
+       .validation = &validation,
+       .evaluate_each_epoch = true,
+       .hooks = {
+           callbacks::metrics_log(dir / "metrics.csv"),
+           callbacks::learning_rate_schedule(callbacks::warm_up(5, callbacks::cosine(0.01f, 25))),
+           callbacks::early_stopping({.monitor = {.min_delta = 1e-3}, .patience = 2}), best}});
   for (auto const& record : result.history) {
     if (record.kind == RecordKind::evaluation) {
       std::cout << "step " << record.global_step << ": accuracy " << *record.val_accuracy() << "\n";
