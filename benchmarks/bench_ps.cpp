@@ -19,7 +19,6 @@
 #include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -39,6 +38,7 @@
 #include "files.hpp"
 #include "options.hpp"
 #include "processes.hpp"
+#include "recovery.hpp"
 #include "report.hpp"
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
@@ -105,14 +105,11 @@ int train_task(Sync sync, std::int64_t steps, std::filesystem::path const& dir) 
   return 0;
 }
 
-// Synchronous training with a checkpoint every 50 steps; every step's time (steady clock, the
-// machine's monotonic one, the same in every process) and global step go to
-// steps-<job><index>-<pid>.txt as they happen, for the recovery figures.
+// Synchronous training with a checkpoint every 50 steps, each step logged for the recovery
+// figures (benchmarks/recovery.hpp).
 int recover_task(std::int64_t steps, std::filesystem::path const& dir) {
   using S = Strategy<nn::Mlp, place::Sharded<>, comm::ZmqPs, sync::Synchronous>;
-  auto const cluster = Cluster::from_environment();
-  std::ofstream out(dir / ("steps-" + cluster.job + std::to_string(cluster.index) + "-" +
-                           std::to_string(::getpid()) + ".txt"));
+  bench::recovery::StepLog log(dir, Cluster::from_environment());
   Trainer<S> trainer{S{nn::Mlp({784, 500, 10}),
                        {},
                        comm::ZmqPs{.log = nullptr, .exit_after_serving = false},
@@ -124,11 +121,7 @@ int recover_task(std::int64_t steps, std::filesystem::path const& dir) {
                      .log = nullptr,
                      .checkpoint_dir = dir / "checkpoints",
                      .checkpoint_every = 50,
-                     .callbacks = {[&](StepReport const& r) {
-                       out << clock_type::now().time_since_epoch().count() << " " << r.global_step
-                           << std::endl;
-                       return true;
-                     }}});
+                     .callbacks = {log.callback()}});
   return 0;
 }
 
@@ -142,10 +135,7 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
   if (kind == "sync") return train_task(sync::Synchronous{}, b, dir);
   if (kind == "async") return train_task(sync::Asynchronous{}, b, dir);
   if (kind == "ssp2") return train_task(sync::BoundedStaleness<2>{}, b, dir);
-  if (kind == "recover") {
-    std::filesystem::create_directories(dir / "checkpoints");
-    return recover_task(b, dir);
-  }
+  if (kind == "recover") return recover_task(b, dir);
   return 2;
 }
 
@@ -291,133 +281,6 @@ bool run(std::string const& scenario, std::filesystem::path const& dir, int ps, 
   return ok;
 }
 
-// ---- recovery ---------------------------------------------------------------------------------
-
-// A step a task wrote: when (steady clock) and the global step it reached.
-struct StepMark {
-  clock_type::time_point at;
-  std::int64_t global = 0;
-};
-std::vector<StepMark> read_marks(std::filesystem::path const& file) {
-  std::vector<StepMark> out;
-  std::ifstream in(file);
-  long long ticks = 0, global = 0;
-  while (in >> ticks >> global) {
-    out.push_back({clock_type::time_point(clock_type::duration(ticks)), global});
-  }
-  return out;
-}
-// The step files of a task ("worker1"), oldest process first.
-std::vector<std::filesystem::path> step_files(std::filesystem::path const& dir,
-                                              std::string const& task) {
-  return testing::files_starting(dir, "steps-" + task + "-");
-}
-// The first step `task` completed after `after`, by any of its processes but the first `skip`;
-// waits up to 60 s.
-std::optional<StepMark> first_step_after(std::filesystem::path const& dir, std::string const& task,
-                                         clock_type::time_point after, std::size_t skip = 0) {
-  auto const deadline = clock_type::now() + std::chrono::seconds(60);
-  while (clock_type::now() < deadline) {
-    std::optional<StepMark> first;
-    auto const files = step_files(dir, task);
-    for (std::size_t f = skip; f < files.size(); ++f) {
-      auto const& file = files[f];
-      for (auto const& m : read_marks(file)) {
-        if (m.at > after && (!first || m.at < first->at)) first = m;
-      }
-    }
-    if (first) return first;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return std::nullopt;
-}
-
-// A recovery trial: 1 ps + 2 synchronous workers of the MLP; worker 1 killed with SIGKILL once it
-// has done `kill_after` steps; then either convoy's way (the others train on; worker 1 started
-// again, it rejoins) or the peers' way (torchrun's: every task stopped at once and the whole job
-// started again, the chief resuming from the latest checkpoint, written every 50 steps).
-struct Recovery {
-  double step_seconds = 0.0;      // the median step before the kill
-  double to_next_step = 0.0;      // kill -> the next step any worker completes
-  double restart_to_step = 0.0;   // worker 1 started again -> its first step (convoy's way)
-  std::int64_t steps_redone = 0;  // global steps trained a second time (the peers' way)
-  bool ok = false;
-};
-
-Recovery recover(bool peers_way, std::int64_t steps, std::int64_t kill_after) {
-  testing::TempDir dir("bench-ps-recover");
-  std::string const scenario = "recover:0:" + std::to_string(steps);
-  std::string const spec = testing::cluster_spec(1, 2);
-  std::vector<testing::Task> tasks(3);
-  auto start = [&](testing::Task& t, std::string const& log) {
-    t.log = dir.path / log;
-    t.status = -1;
-    t.pid = testing::spawn({program, "--task", scenario, dir.path.string()},
-                           testing::task_environment({testing::tf_config(spec, t.job, t.index)}),
-                           t.log);
-  };
-  for (int i = 0; i < 3; ++i) {
-    tasks[static_cast<std::size_t>(i)].job = i == 0 ? "ps" : "worker";
-    tasks[static_cast<std::size_t>(i)].index = i == 0 ? 0 : i - 1;
-    start(tasks[static_cast<std::size_t>(i)], "task" + std::to_string(i) + ".log");
-  }
-  Recovery r;
-  auto const deadline = clock_type::now() + std::chrono::seconds(60);
-  std::vector<StepMark> before;
-  while (clock_type::now() < deadline) {
-    auto const files = step_files(dir.path, "worker1");
-    if (!files.empty()) before = read_marks(files.front());
-    if (static_cast<std::int64_t>(before.size()) >= kill_after) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  if (static_cast<std::int64_t>(before.size()) < kill_after) {
-    testing::finish(tasks, clock_type::now());
-    return r;
-  }
-  std::vector<double> gaps;
-  for (std::size_t i = before.size() / 2; i + 1 < before.size(); ++i) {
-    gaps.push_back(std::chrono::duration<double>(before[i + 1].at - before[i].at).count());
-  }
-  std::ranges::sort(gaps);
-  r.step_seconds = gaps.empty() ? 0.0 : gaps[gaps.size() / 2];
-  auto const killed = clock_type::now();
-  ::kill(tasks[2].pid, SIGKILL);
-  testing::reap(tasks[2], 0);
-  if (peers_way) {
-    // As torchrun's agent: every other task stopped, then the whole job started again.
-    for (int i : {0, 1}) ::kill(tasks[static_cast<std::size_t>(i)].pid, SIGKILL);
-    for (int i : {0, 1}) testing::reap(tasks[static_cast<std::size_t>(i)], 0);
-    auto const last = read_marks(step_files(dir.path, "worker0").front());
-    for (int i = 0; i < 3; ++i) {
-      start(tasks[static_cast<std::size_t>(i)], "again" + std::to_string(i) + ".log");
-    }
-    // A step worker 0 had in flight may end after the kill: only the new process's count.
-    auto const next = first_step_after(dir.path, "worker0", killed, 1);
-    if (!next || last.empty()) return r;
-    r.to_next_step = std::chrono::duration<double>(next->at - killed).count();
-    r.steps_redone = last.back().global - (next->global - 1);
-  } else {
-    auto const next = first_step_after(dir.path, "worker0", killed);
-    if (!next) return r;
-    r.to_next_step = std::chrono::duration<double>(next->at - killed).count();
-    auto const restarted = clock_type::now();
-    start(tasks[2], "again2.log");
-    auto const joined = first_step_after(dir.path, "worker1", restarted);
-    if (!joined) return r;
-    r.restart_to_step = std::chrono::duration<double>(joined->at - restarted).count();
-  }
-  int const hangs = testing::finish(tasks, clock_type::now() + std::chrono::seconds(120));
-  r.ok = hangs == 0 && std::ranges::all_of(tasks, [](auto const& t) { return t.status == 0; });
-  if (!r.ok) {
-    for (auto const& t : tasks) {
-      std::cerr << "bench_ps: recovery, " << t.job << ":" << t.index << " ended with status "
-                << t.status << "; its log:\n"
-                << testing::read_file(t.log) << "\n";
-    }
-  }
-  return r;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -544,34 +407,14 @@ int main(int argc, char** argv) {
       "\nA synchronous worker killed (1 ps + 2 workers, the MLP, %lld steps, worker 1 "
       "killed after %lld, a checkpoint every 50 steps), best of %d\n",
       static_cast<long long>(recover_steps), static_cast<long long>(kill_after), repeats);
-  Recovery convoy_way, peers_way;
-  for (int r = 0; r < repeats; ++r) {
-    for (bool peers : {false, true}) {
-      auto const got = recover(peers, recover_steps, kill_after);
-      if (!got.ok) return 1;
-      auto& best = peers ? peers_way : convoy_way;
-      if (!best.ok || got.to_next_step < best.to_next_step) best = got;
-    }
-  }
-  std::printf("%-52s %12s %12s %12s\n", "", "kill->step s", "in steps", "restart->step s");
-  std::printf("%-52s %12.4f %12.1f %12.4f\n", "convoy: the others train on; worker 1 rejoins",
-              convoy_way.to_next_step, convoy_way.to_next_step / convoy_way.step_seconds,
-              convoy_way.restart_to_step);
-  std::printf("%-52s %12.4f %12.1f %12s\n", "peers: every task restarted, from the checkpoint",
-              peers_way.to_next_step, peers_way.to_next_step / peers_way.step_seconds, "-");
-  std::printf(
-      "peers' way / convoy's way, kill to the next step: %.1f; global steps trained again "
-      "by the peers' way: %lld; a step before the kill: %.4f s\n",
-      peers_way.to_next_step / convoy_way.to_next_step,
-      static_cast<long long>(peers_way.steps_redone), convoy_way.step_seconds);
-  record.set("recovery_steps", recover_steps)
-      .set("recovery_kill_after", kill_after)
-      .set("recovery_step_seconds", convoy_way.step_seconds)
-      .set("recovery_kill_to_step_seconds", convoy_way.to_next_step)
-      .set("recovery_restart_to_step_seconds", convoy_way.restart_to_step)
-      .set("recovery_peers_kill_to_step_seconds", peers_way.to_next_step)
-      .set("recovery_peers_steps_redone", peers_way.steps_redone)
-      .set("recovery_peers_over_convoy", peers_way.to_next_step / convoy_way.to_next_step);
+  auto const figures =
+      bench::recovery::best_of({.program = program,
+                                .scenario = "recover:0:" + std::to_string(recover_steps),
+                                .kill_after = kill_after},
+                               repeats);
+  if (!figures) return 1;
+  record.set("recovery_steps", recover_steps).set("recovery_kill_after", kill_after);
+  bench::recovery::report(*figures, record);
   results.add(std::move(record));
   return results.write() ? 0 : 1;
 }

@@ -5,23 +5,32 @@
 // against Mirrored with 2 replicas at twice the batch (the ceiling of two replicas that exchange
 // nothing). A last row runs Mirrored with 2 replicas of 2 LibTorch threads each: the
 // oversubscription that one thread a replica avoids. Every figure is a ratio to one measured in the
-// same run; each configuration is the best of --repeats runs, interleaved.
+// same run; each configuration is the best of --repeats runs, interleaved. Then the ResNet as a
+// synchronous parameter-server run of 1 ps + 2 workers, one killed: convoy's recovery against the
+// peers' way of restarting every task from the checkpoint (benchmarks/recovery.hpp; the tasks are
+// this program started again).
 //
 // Run: build/benchmarks/bench_torch [--repeats N] [--steps N] [--quick] [--csv PATH] [--json PATH]
 #include <convoy/torch/model.hpp>
 // (LibTorch first: its logging defines CHECK macros, which no convoy header uses.)
 #include <algorithm>
 #include <chrono>
+#include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "../examples/09_torch_resnet/resnet.hpp"
 #include "options.hpp"
+#include "processes.hpp"
+#include "recovery.hpp"
 #include "report.hpp"
+#include "synthetic.hpp"
 
 using namespace convoy;
 namespace tnn = torch::nn;  // not nn: convoy::nn is in scope
@@ -149,9 +158,64 @@ bench::Record bench_net(io::Dataset const& data, std::string const& name,
   return record;
 }
 
+// The ResNet in a synchronous ps run, a checkpoint every `every` steps, each step logged for the
+// recovery figures.
+int recover_task(std::int64_t every, std::int64_t steps, std::filesystem::path const& dir) {
+  using Net = libtorch::Model<examples::ResNet>;
+  using S = Strategy<Net, place::Sharded<>, comm::ZmqPs, sync::Synchronous>;
+  bench::recovery::StepLog log(dir, Cluster::from_environment());
+  torch::manual_seed(1);
+  Trainer<S> trainer{S{Net([] { return examples::ResNet(); }, {.row_shape = {1, 28, 28}}),
+                       {},
+                       comm::ZmqPs{.log = nullptr, .exit_after_serving = false},
+                       sync::Synchronous{.timeout = std::chrono::seconds(60)}},
+                     optim::Sgd{.learning_rate = learning_rate}};
+  auto const data = testing::synthetic_classes(2048, 784, 10);
+  trainer.fit(data, {.steps = steps,
+                     .batch_size = 64,
+                     .log = nullptr,
+                     .checkpoint_dir = dir / "checkpoints",
+                     .checkpoint_every = every,
+                     .callbacks = {log.callback()}});
+  return 0;
+}
+
+int task(std::string const& scenario, std::filesystem::path const& dir) {
+  long long every = 0, steps = 0;
+  if (std::sscanf(scenario.c_str(), "recover:%lld:%lld", &every, &steps) != 2) return 2;
+  return recover_task(every, steps, dir);
+}
+
+// Recovery of the ResNet in a synchronous ps run: `steps` global steps, worker 1 killed after
+// `kill_after`, a checkpoint every `every` steps.
+std::optional<bench::Record> bench_recovery(std::string const& program, std::int64_t steps,
+                                            std::int64_t every, std::int64_t kill_after,
+                                            int repeats) {
+  std::printf(
+      "\nA synchronous worker killed (1 ps + 2 workers, the ResNet, 64 rows a worker, %lld steps, "
+      "worker 1 killed after %lld, a checkpoint every %lld steps), best of %d\n",
+      static_cast<long long>(steps), static_cast<long long>(kill_after),
+      static_cast<long long>(every), repeats);
+  auto const figures = bench::recovery::best_of(
+      {.program = program,
+       .scenario = "recover:" + std::to_string(every) + ":" + std::to_string(steps),
+       .kill_after = kill_after,
+       .patience = std::chrono::seconds(120)},
+      repeats);
+  if (!figures) return std::nullopt;
+  bench::Record record;
+  record.set("benchmark", "torch").set("model", "ResNet 16-32-64, ps recovery");
+  record.set("recovery_steps", steps)
+      .set("recovery_kill_after", kill_after)
+      .set("recovery_checkpoint_every", every);
+  bench::recovery::report(*figures, record);
+  return record;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (auto const status = testing::run_task_if_asked(argc, argv, task)) return *status;
   int repeats = 3;
   std::int64_t steps = 0;  // 0: each model's own
   bool quick = false;
@@ -181,5 +245,11 @@ int main(int argc, char** argv) {
   std::function<tnn::Sequential()> const dense = mlp;
   results.add(bench_net(data, "ResNet 16-32-64", resnet, 64, steps ? steps : 60, repeats));
   results.add(bench_net(data, "MLP 784-500-10", dense, 100, steps ? steps : 300, repeats));
-  return results.write() ? 0 : 1;
+  // Worker 1, started again, must find the run still going: LibTorch takes 1-2 s to start, and
+  // worker 0 alone then trains on at about 20 steps a second. The kill lands between two
+  // checkpoints, as one does on average.
+  auto recovery = quick ? bench_recovery(argv[0], 120, 20, 50, 1)
+                        : bench_recovery(argv[0], 300, 50, 125, repeats);
+  if (recovery) results.add(std::move(*recovery));
+  return results.write() && recovery ? 0 : 1;
 }
