@@ -216,6 +216,19 @@ struct TestCluster {
     launch(worker(w), "worker" + std::to_string(w) + "-again.log");
     return before;
   }
+  /// After kill_and_restart(w): waits for the new process's first step, then for every task to end
+  /// (none may hang, and each must exit 0). Returns the new process's steps, more than 5.
+  std::vector<Step> finish_after_rejoin(int w) {
+    auto const again = steps_file(w);
+    REQUIRE(wait_until([&] { return !read_steps(again).empty(); }, 30s));
+    int const hangs = finish(60s);
+    print_failures(-1);
+    CHECK(hangs == 0);
+    for (auto const& t : tasks) CHECK_MESSAGE(t.status == 0, t.job << t.index);
+    auto after = read_steps(again);
+    REQUIRE(after.size() > 5);
+    return after;
+  }
   /// Waits for every task up to `limit`; returns how many had to be killed (hangs).
   int finish(std::chrono::milliseconds limit) {
     return testing::finish(tasks, clock_type::now() + limit);
@@ -333,14 +346,7 @@ TEST_CASE("a restarted worker rejoins and starts from the shards' current weight
   auto const first = c.steps_file(1);
   REQUIRE(wait_until([&] { return read_steps(first).size() >= 20; }, 30s));
   auto const before = c.kill_and_restart(1);
-  auto const again = c.steps_file(1);
-  REQUIRE(wait_until([&] { return !read_steps(again).empty(); }, 30s));
-  int const hangs = c.finish(60s);
-  c.print_failures(-1);
-  CHECK(hangs == 0);
-  for (auto const& t : c.tasks) CHECK_MESSAGE(t.status == 0, t.job << t.index);
-  auto const after = read_steps(again);
-  REQUIRE(after.size() > 5);
+  auto const after = c.finish_after_rejoin(1);
   // Its first step continues the killed process's count and the cluster's global step, and its
   // first loss is the trained model's, not that of the initial weights (the same in every
   // process: the model's default seed) it would have started from.
@@ -430,14 +436,7 @@ TEST_CASE(
   REQUIRE(wait_until([&] { return read_steps(c.steps_file(1)).size() >= 10; }, 30s));
   auto const chief_steps = c.steps_file(0);  // named by its pid, which finish() forgets
   auto const before = c.kill_and_restart(1);
-  auto const again = c.steps_file(1);
-  REQUIRE(wait_until([&] { return !read_steps(again).empty(); }, 30s));
-  int const hangs = c.finish(60s);
-  c.print_failures(-1);
-  CHECK(hangs == 0);
-  for (auto const& t : c.tasks) CHECK_MESSAGE(t.status == 0, t.job << t.index);
-  auto const after = read_steps(again);
-  REQUIRE(after.size() > 5);
+  auto const after = c.finish_after_rejoin(1);
   CHECK(after.front().global > before.back().global);
   for (auto const* ps : {"ps0", "ps1"}) {
     CAPTURE(ps);
