@@ -232,17 +232,17 @@ TEST_CASE("the program of docs/training_output.md trains, logs, schedules and ke
   // example-begin training-output
   callbacks::KeepBest best{dir / "best.pbin", {.metric = callbacks::Metric::val_accuracy}};
   auto const result = trainer.fit(
-      train,
-      {.epochs = 3,
-       .batch_size = 96,
-       .log_every = 5,
-       .log = &log,
-       .validation = &validation,
-       .evaluate_each_epoch = true,
-       .hooks = {
-           callbacks::metrics_log(dir / "metrics.csv"),
-           callbacks::learning_rate_schedule(callbacks::warm_up(5, callbacks::cosine(0.01f, 25))),
-           callbacks::early_stopping({.monitor = {.min_delta = 1e-3}, .patience = 2}), best}});
+      train, {.epochs = 3,
+              .batch_size = 96,
+              .log_every = 5,
+              .log = &log,
+              .validation = &validation,
+              .evaluate_each_epoch = true,
+              .hooks = {callbacks::metrics_log(dir / "metrics.csv"),
+                        callbacks::learning_rate_schedule(
+                            callbacks::warm_up(5, callbacks::cosine(0.01f, 25))),
+                        callbacks::early_stopping({.monitor = {.min_delta = 1e-3}, .patience = 2}),
+                        best}});
   for (auto const& record : result.history) {
     if (record.kind == RecordKind::evaluation) {
       std::cout << "step " << record.global_step << ": accuracy " << *record.val_accuracy() << "\n";
