@@ -15,15 +15,15 @@
 #include <string_view>
 
 #include "../../cluster/cluster.hpp"
+#include "../../core/detail/fnv1a.hpp"
 
 namespace convoy::comm::bootstrap {
 
 /// The identity of the run `cluster` belongs to, given its token (null or empty: none).
 inline std::string run_identity(Cluster const& cluster, char const* token) {
-  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  convoy::detail::Fnv1a h;
   auto mix = [&](std::string_view bytes) {
-    for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
-    h = (h ^ 0xffU) * 1099511628211ULL;  // a separator no text holds: "ab","c" is not "a","bc"
+    h.add(bytes).add("\xff");  // a separator no text holds: "ab","c" is not "a","bc"
   };
   mix(token ? token : "");
   for (auto const& [job, addresses] : cluster.jobs) {
@@ -31,7 +31,7 @@ inline std::string run_identity(Cluster const& cluster, char const* token) {
     for (auto const& address : addresses) mix(address);
   }
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h.value()));
   return std::string(token && *token ? "token:" : "cluster:") + hex;
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <variant>
 
+#include "../../core/detail/fnv1a.hpp"
 #include "../../optim/optimizer.hpp"
 #include "../../place/sharded.hpp"
 #include "../../sync/rules.hpp"
@@ -21,10 +22,8 @@ template <class Sync>
 std::uint64_t fingerprint(std::span<place::Piece const* const> pieces,
                           optim::Optimizer const& optimizer, Sync const& sync, std::size_t shards,
                           std::size_t workers) {
-  std::uint64_t h = 1469598103934665603ULL;
-  auto mix = [&](std::string_view bytes) {
-    for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
-  };
+  convoy::detail::Fnv1a h;
+  auto mix = [&](std::string_view bytes) { h.add(bytes); };
   auto number = [&](std::uint64_t v) { mix(std::to_string(v) + ";"); };
   mix(optimizer.name());
   std::visit(
@@ -48,7 +47,7 @@ std::uint64_t fingerprint(std::span<place::Piece const* const> pieces,
     number(p->begin);
     number(p->end);
   }
-  return h;
+  return h.value();
 }
 
 }  // namespace convoy::comm::zmq_ps
