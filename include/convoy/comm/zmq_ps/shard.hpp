@@ -354,14 +354,16 @@ class Shard {
   void send_answers() {
     for (auto& answer : state_.answers()) {
       Header const& h = answer.header;
-      // Before the send moves the identity.
-      std::string const to = answer.peer.to_string_view() == sender_.identity
-                                 ? sender_.address
-                                 : peers_.address_of(answer.peer.to_string_view());
+      // The identity, kept before the send moves it (a few bytes: no allocation); its peer's
+      // address is looked up only for a line about an answer that could not go.
+      std::string const identity(answer.peer.to_string_view());
+      auto const to = [&] {
+        return identity == sender_.identity ? sender_.address : peers_.address_of(identity);
+      };
       try {
         if (!socket_->send(answer.peer, zmq::send_flags::sndmore)) {
           ++unsent_;
-          peer_log_.note(to, "unread answer(s)",
+          peer_log_.note(to(), "unread answer(s)",
                          "dropped an answer to a " + describe(h.op) + " naming worker " +
                              std::to_string(h.worker) + ": the peer does not read its answers");
           continue;
@@ -375,7 +377,7 @@ class Shard {
         }
       } catch (zmq::error_t const& e) {
         // The peer went away (EHOSTUNREACH): nobody is left to answer; the others carry on.
-        peer_log_.note(to, "undeliverable answer(s)",
+        peer_log_.note(to(), "undeliverable answer(s)",
                        "could not answer a " + describe(h.op) + " naming worker " +
                            std::to_string(h.worker) + ": " + e.what());
       }
