@@ -145,12 +145,10 @@ class LaunchTest(unittest.TestCase):
         self.assertRegex(tokens[0], "^[0-9a-f]{32}$")
         self.assertNotEqual(tokens[0], tokens[1], "each run draws its own")
         # One given in the environment (a run launched from several machines) is passed on.
-        started = time.monotonic()
         done = subprocess.run([sys.executable, LAUNCHER, "--workers", "1", "--", *command],
                               capture_output=True, text=True, timeout=LIMIT,
                               env=dict(os.environ, CONVOY_RUN_TOKEN="shared-by-hand"))
         self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertLess(time.monotonic() - started, LIMIT)
         self.assertEqual((self.reports / "worker:0.token").read_text(), "shared-by-hand")
 
     def test_print_config_starts_nothing(self):
