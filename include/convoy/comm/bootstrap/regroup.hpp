@@ -1,0 +1,357 @@
+// How the survivors of a collective run agree on their new group after one of them was lost, with
+// no process that must survive: every survivor serves the agreement at its own address in the
+// cluster (which only the group's rank 0 otherwise takes, for its rendezvous and liveness board)
+// and asks the lower ranks of the last group in turn, taking one that stays silent for a moment for
+// lost. The lowest rank that answers leads: it takes the others' registrations for a short window,
+// then gives every one the same new group, or an error when the group would not be a quorum (more
+// than half of the last one, or exactly half with its rank 0), so that the two sides of a cut
+// network cannot both train on. The new group is ordered by each member's global step, highest
+// first: its rank 0 is a member that applied the last step if any did, and the others take its
+// state when the run resumes (what CollectiveEngine does at the start of every run), so a step that
+// reached some survivors and not others is neither lost nor applied twice. Every message carries
+// the run's identity and the group's generation. Plain C++ over ZeroMQ.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "../../cluster/cluster.hpp"
+#include "../../cluster/host_lookup.hpp"
+#include "../../core/error.hpp"
+#include "../detail/zmq_poll.hpp"
+
+namespace convoy::comm::bootstrap {
+
+struct RegroupOptions {
+  /// How long a lower rank of the last group may stay silent before it is taken for lost.
+  std::chrono::milliseconds patience{1000};
+  /// How long the leader takes registrations, unless every member of the last group came sooner.
+  std::chrono::milliseconds window{2000};
+  /// Fewer members than this end the run, quorum or not.
+  std::size_t min_workers = 1;
+  /// The run's identity (run_identity()); the generation is added to it.
+  std::string run{};
+  /// Where the leader says who was lost and who goes on; null: nowhere.
+  std::ostream* log = &std::clog;
+};
+
+/// The group the survivors agreed on.
+struct Group {
+  /// Cluster worker ranks (Cluster::worker_address's numbering), in the group's rank order.
+  std::vector<std::size_t> workers;
+  /// This process's rank in it.
+  std::size_t rank = 0;
+  /// How many times the run's group has changed.
+  std::uint64_t generation = 0;
+};
+
+namespace detail {
+inline constexpr std::string_view regroup_protocol = "convoy-regroup/1";
+
+inline std::string join(std::vector<std::size_t> const& ranks) {
+  std::string text;
+  for (auto r : ranks) text += (text.empty() ? "" : ",") + std::to_string(r);
+  return text;
+}
+inline std::optional<std::vector<std::size_t>> split(std::string_view text, std::size_t bound) {
+  std::vector<std::size_t> out;
+  while (!text.empty()) {
+    auto const comma = text.find(',');
+    auto const item = text.substr(0, comma);
+    if (item.empty() || item.size() > 6 || item.find_first_not_of("0123456789") != item.npos)
+      return std::nullopt;
+    out.push_back(std::stoul(std::string(item)));
+    if (out.back() >= bound) return std::nullopt;
+    text = comma == text.npos ? std::string_view() : text.substr(comma + 1);
+  }
+  return out;
+}
+inline std::optional<std::int64_t> number(std::string_view text) {
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != text.npos)
+    return std::nullopt;
+  return std::stoll(std::string(text));
+}
+
+// One survivor's side of the agreement (see the header's comment). Ranks are the last group's.
+class Regroup {
+ public:
+  Regroup(Cluster const& cluster, Group const& last, std::int64_t step,
+          RegroupOptions const& options)
+      : cluster_(&cluster),
+        last_(last),
+        step_(step),
+        options_(options),
+        run_(options.run + "/g" + std::to_string(last.generation)),
+        me_(last.rank),
+        answer_(context_, zmq::socket_type::rep) {
+    answer_.set(zmq::sockopt::linger, 0);
+    answer_.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
+    try {
+      answer_.bind(zmq_bind_endpoint(address(me_), "this process's address"));
+      serving_ = true;
+    } catch (std::exception const& e) {  // another program holds it: this one can only follow
+      if (options_.log) {
+        *options_.log << "convoy: " << name(me_) << " cannot serve the regroup at its address ("
+                      << e.what() << "); it can follow another process, not lead" << std::endl;
+      }
+    }
+  }
+
+  Group run(std::chrono::milliseconds timeout) {
+    auto const deadline = std::chrono::steady_clock::now() + timeout;
+    std::size_t candidate = 0;
+    auto silent_since = std::chrono::steady_clock::now();
+    while (!leading_ && !result_) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        throw TimeoutError(
+            "convoy: " + name(me_) + " could not regroup within " +
+            std::to_string(timeout.count()) + " ms" +
+            (following_ ? "; " + name(*following_) + " leads and never answered" : std::string()));
+      }
+      if (!following_ && candidate == me_) {
+        lead();
+        break;
+      }
+      auto const asked = following_ ? *following_ : candidate;
+      auto answer = ask(asked);
+      if (!answer) {  // silent: a lost process, or the leader lost meanwhile
+        if (std::chrono::steady_clock::now() - silent_since < options_.patience) continue;
+        if (following_) {
+          throw Error("convoy: " + name(me_) + " registered with " + name(*following_) +
+                      " to regroup, which then stopped answering");
+        }
+        ++candidate;
+        silent_since = std::chrono::steady_clock::now();
+        continue;
+      }
+      silent_since = std::chrono::steady_clock::now();
+      auto const& [kind, text] = *answer;
+      if (kind == "searching" || kind == "wait") {
+        pause();
+      } else if (kind == "lead") {
+        following_ = asked;
+        pause();
+      } else if (kind == "follow") {
+        auto const leader = split(text, last_.workers.size());
+        if (!leader || leader->size() != 1 || (*leader)[0] >= asked) {
+          throw ProtocolError("convoy: " + name(asked) + " answered the regroup with '" + text +
+                              "'");
+        }
+        candidate = (*leader)[0];
+      } else if (kind == "group") {
+        take_group(text, asked);
+      } else if (kind == "closed") {
+        throw Error("convoy: " + name(me_) + " came too late: the group re-formed without it (" +
+                    text + ")");
+      } else {
+        throw Error("convoy: " + name(asked) + " refused " + name(me_) + "'s regroup: " + text);
+      }
+    }
+    if (leading_) return finish_leading(deadline);
+    return *result_;
+  }
+
+ private:
+  std::string const& address(std::size_t rank) const {
+    return cluster_->worker_address(last_.workers.at(rank));
+  }
+  std::string name(std::size_t rank) const {
+    return cluster_->worker_task(last_.workers.at(rank)) + " at " + address(rank);
+  }
+  void pause() { serve_for(std::chrono::milliseconds(50)); }
+
+  // Asks `rank` once: its answer, or nothing after up to `patience` (serving meanwhile).
+  std::optional<std::pair<std::string, std::string>> ask(std::size_t rank) {
+    zmq::socket_t socket(context_, zmq::socket_type::req);
+    socket.set(zmq::sockopt::linger, 0);
+    socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
+    socket.connect("tcp://" + address(rank));
+    std::string const mine = std::to_string(me_), step = std::to_string(step_);
+    socket.send(zmq::buffer(regroup_protocol), zmq::send_flags::sndmore);
+    socket.send(zmq::buffer(run_), zmq::send_flags::sndmore);
+    socket.send(zmq::buffer(mine), zmq::send_flags::sndmore);
+    socket.send(zmq::buffer(step), zmq::send_flags::none);
+    auto const until = std::chrono::steady_clock::now() +
+                       std::min(options_.patience, std::chrono::milliseconds(250));
+    while (std::chrono::steady_clock::now() < until) {
+      zmq::pollitem_t items[2] = {
+          {socket.handle(), 0, ZMQ_POLLIN, 0},
+          {answer_.handle(), 0, serving_ ? short(ZMQ_POLLIN) : short(0), 0}};
+      comm::detail::poll(items, 2, std::chrono::milliseconds(20));
+      if (items[1].revents & ZMQ_POLLIN) serve_one();
+      if (items[0].revents & ZMQ_POLLIN) {
+        std::vector<zmq::message_t> answer;
+        (void)zmq::recv_multipart(socket, std::back_inserter(answer));
+        if (answer.size() != 2) return std::pair<std::string, std::string>{"error", "malformed"};
+        return std::pair{answer[0].to_string(), answer[1].to_string()};
+      }
+    }
+    return std::nullopt;
+  }
+
+  void serve_for(std::chrono::milliseconds span) {
+    auto const until = std::chrono::steady_clock::now() + span;
+    while (std::chrono::steady_clock::now() < until) {
+      if (!serving_) {
+        std::this_thread::sleep_for(span);
+        return;
+      }
+      zmq::pollitem_t item{answer_.handle(), 0, ZMQ_POLLIN, 0};
+      comm::detail::poll(&item, 1, std::chrono::milliseconds(10));
+      if (item.revents & ZMQ_POLLIN) serve_one();
+    }
+  }
+
+  void reply(std::string_view kind, std::string_view text) {
+    answer_.send(zmq::buffer(kind), zmq::send_flags::sndmore);
+    answer_.send(zmq::buffer(text), zmq::send_flags::none);
+  }
+
+  // One request on this process's socket, answered as this process stands.
+  void serve_one() {
+    std::vector<zmq::message_t> request;
+    if (!zmq::recv_multipart(answer_, std::back_inserter(request), zmq::recv_flags::dontwait))
+      return;
+    // Another protocol (a rendezvous of the group being formed, before this socket closes): later.
+    if (request.size() != 4 || request[0].to_string_view() != regroup_protocol)
+      return reply("wait", "");
+    auto const theirs = request[1].to_string_view();
+    if (theirs != run_) {
+      bool const same_run = theirs.substr(0, theirs.rfind("/g")) == options_.run;
+      return reply(same_run ? "closed" : "error",
+                   same_run ? "another generation of the group" : "another run");
+    }
+    auto const rank = split(request[2].to_string_view(), last_.workers.size());
+    auto const step = number(request[3].to_string_view());
+    if (!rank || rank->size() != 1 || (*rank)[0] == me_ || !step)
+      return reply("error", "a malformed regroup request");
+    auto const them = (*rank)[0];
+    if (leading_ && !closed_) {
+      steps_[them] = *step;
+      return reply("lead", "");
+    }
+    if (leading_) {
+      if (!steps_.contains(them)) return reply("closed", "it re-formed as " + agreed_text());
+      answered_.insert(them);
+      if (!refusal_.empty()) return reply("error", refusal_);
+      return reply("group", join(order_));
+    }
+    if (following_) return reply("follow", std::to_string(*following_));
+    return reply("searching", "");
+  }
+
+  void lead() {
+    leading_ = true;
+    steps_[me_] = step_;
+    if (!serving_) {
+      throw Error("convoy: " + name(me_) + " would lead the regroup (no lower rank answered) but " +
+                  "cannot serve at its address");
+    }
+  }
+
+  std::string agreed_text() const {
+    std::string text;
+    for (auto r : order_) text += (text.empty() ? "" : ", ") + name(r);
+    return text;
+  }
+
+  Group finish_leading(std::chrono::steady_clock::time_point deadline) {
+    auto const closes = std::min(deadline, std::chrono::steady_clock::now() + options_.window);
+    while (std::chrono::steady_clock::now() < closes && steps_.size() < last_.workers.size())
+      serve_for(std::chrono::milliseconds(20));
+    closed_ = true;
+    for (auto const& [rank, step] : steps_) order_.push_back(rank);
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](std::size_t a, std::size_t b) { return steps_[a] > steps_[b]; });
+    std::vector<std::size_t> lost;
+    for (std::size_t r = 0; r < last_.workers.size(); ++r)
+      if (!steps_.contains(r)) lost.push_back(r);
+    std::string lost_text;
+    for (auto r : lost) lost_text += (lost_text.empty() ? "" : ", ") + name(r);
+    auto const n = last_.workers.size(), m = order_.size();
+    bool const quorum = 2 * m > n || (2 * m == n && steps_.contains(0));
+    if (!quorum || m < options_.min_workers) {
+      refusal_ = "the group of " + std::to_string(n) + " lost " + lost_text + ": " +
+                 std::to_string(m) + " remain, " +
+                 (!quorum ? "not more than half (nor half with " + name(0) +
+                                "), so they may be one side of a cut network whose other side "
+                                "trains on"
+                          : "fewer than min_workers " + std::to_string(options_.min_workers));
+    } else if (options_.log) {
+      *options_.log << "convoy: the group of " << n << " "
+                    << (lost.empty() ? "re-formed with every member" : "lost " + lost_text) << "; "
+                    << m << " go on (" << agreed_text() << "), from global step "
+                    << steps_[order_.front()] << std::endl;
+    }
+    // Every member fetches its answer; a member whose answer was lost asks again meanwhile.
+    auto const linger =
+        std::min(deadline, std::chrono::steady_clock::now() + 2 * options_.patience);
+    while (std::chrono::steady_clock::now() < linger && answered_.size() + 1 < m)
+      serve_for(std::chrono::milliseconds(20));
+    if (!refusal_.empty()) throw Error("convoy: " + refusal_ + "; the run stops");
+    return group_of(order_);
+  }
+
+  void take_group(std::string const& text, std::size_t from) {
+    auto const order = split(text, last_.workers.size());
+    if (!order || std::find(order->begin(), order->end(), me_) == order->end()) {
+      throw ProtocolError("convoy: " + name(from) + " answered the regroup with group '" + text +
+                          "', which does not hold " + name(me_));
+    }
+    result_ = group_of(*order);
+  }
+
+  Group group_of(std::vector<std::size_t> const& order) const {
+    Group g{.workers = {}, .rank = 0, .generation = last_.generation + 1};
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      g.workers.push_back(last_.workers.at(order[i]));
+      if (order[i] == me_) g.rank = i;
+    }
+    return g;
+  }
+
+  Cluster const* cluster_;
+  Group last_;
+  std::int64_t step_;
+  RegroupOptions options_;
+  std::string run_;
+  std::size_t me_;
+  zmq::context_t context_;
+  zmq::socket_t answer_;
+  bool serving_ = false;
+  std::optional<std::size_t> following_;  // the leader this process registered with
+  std::optional<Group> result_;
+  bool leading_ = false, closed_ = false;
+  std::map<std::size_t, std::int64_t> steps_;  // the leader's: each member's global step
+  std::vector<std::size_t> order_;             // the leader's: the new group, by last rank
+  std::set<std::size_t> answered_;
+  std::string refusal_;
+};
+}  // namespace detail
+
+/// Called by every survivor of `last` (this process is last.rank) once its collective failed, with
+/// its global `step`: blocks until the survivors agree on a new group (within `timeout`) and
+/// returns it, this process's rank in it and the next generation. Throws Error when the survivors
+/// are not a quorum of `last` or fewer than options.min_workers (naming who was lost), when this
+/// process came after the group re-formed without it, or when the leader stopped answering;
+/// TimeoutError after `timeout`.
+inline Group regroup(Cluster const& cluster, Group const& last, std::int64_t step,
+                     RegroupOptions const& options, std::chrono::milliseconds timeout) {
+  detail::Regroup agreement(cluster, last, step, options);
+  return agreement.run(timeout);
+}
+
+}  // namespace convoy::comm::bootstrap

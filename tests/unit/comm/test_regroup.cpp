@@ -1,0 +1,143 @@
+// The survivors' agreement on a new group (comm/bootstrap/regroup.hpp), each survivor a thread
+// serving at its own loopback address: the lowest live rank leads whoever was lost, the group is
+// ordered by global step, and a group that is not a quorum ends with an error naming who was lost.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <convoy/cluster/cluster.hpp>
+#include <convoy/comm/bootstrap/regroup.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "processes.hpp"
+
+using namespace convoy;
+using namespace std::chrono_literals;
+
+namespace {
+
+Cluster loopback_cluster(std::size_t workers) {
+  Cluster c;
+  for (std::size_t w = 0; w < workers; ++w)
+    c.jobs["worker"].push_back("127.0.0.1:" + std::to_string(testing::free_port()));
+  return c;
+}
+
+struct Outcome {
+  std::optional<comm::bootstrap::Group> group;
+  std::string error;
+};
+
+// Runs the agreement on the ranks of `alive` (of a group of `size`), rank r with global step
+// steps[r]; returns each one's outcome, and what the leader logged in `log`.
+std::vector<Outcome> agree(std::size_t size, std::vector<std::size_t> const& alive,
+                           std::vector<std::int64_t> const& steps, std::string& log,
+                           std::size_t min_workers = 1) {
+  auto const cluster = loopback_cluster(size);
+  comm::bootstrap::Group last{.workers = {}, .rank = 0, .generation = 4};
+  for (std::size_t w = 0; w < size; ++w) last.workers.push_back(w);
+  std::ostringstream out;
+  comm::bootstrap::RegroupOptions const options{.patience = 400ms,
+                                                .window = 1500ms,
+                                                .min_workers = min_workers,
+                                                .run = "cluster:test",
+                                                .log = &out};
+  std::vector<Outcome> outcomes(size);
+  {
+    std::vector<std::jthread> threads;
+    for (auto r : alive) {
+      threads.emplace_back([&, r] {
+        auto mine = last;
+        mine.rank = r;
+        try {
+          outcomes[r].group = comm::bootstrap::regroup(cluster, mine, steps[r], options, 20s);
+        } catch (std::exception const& e) {
+          outcomes[r].error = e.what();
+        }
+      });
+    }
+  }
+  log = out.str();
+  return outcomes;
+}
+
+}  // namespace
+
+TEST_CASE("worker 1 of 3 lost: 0 and 2 go on, the one that applied the last step first") {
+  std::string log;
+  auto const got = agree(3, {0, 2}, {7, 7, 8}, log);
+  for (std::size_t r : {0u, 2u}) {
+    CAPTURE(r);
+    REQUIRE_MESSAGE(got[r].group, got[r].error);
+    CHECK(got[r].group->workers == std::vector<std::size_t>{2, 0});
+    CHECK(got[r].group->generation == 5);
+  }
+  CHECK(got[2].group->rank == 0);
+  CHECK(got[0].group->rank == 1);
+  CHECK_MESSAGE(log.find("lost worker:1 at 127.0.0.1:") != std::string::npos, log);
+  CHECK_MESSAGE(log.find("2 go on") != std::string::npos, log);
+  CHECK_MESSAGE(log.find("from global step 8") != std::string::npos, log);
+}
+
+TEST_CASE("worker 0 of 3 lost: worker 1 leads, and the group keeps its order on equal steps") {
+  std::string log;
+  auto const got = agree(3, {1, 2}, {5, 5, 5}, log);
+  for (std::size_t r : {1u, 2u}) {
+    CAPTURE(r);
+    REQUIRE_MESSAGE(got[r].group, got[r].error);
+    CHECK(got[r].group->workers == std::vector<std::size_t>{1, 2});
+    CHECK(got[r].group->rank == r - 1);
+  }
+  CHECK_MESSAGE(log.find("lost worker:0 at") != std::string::npos, log);
+}
+
+TEST_CASE("of 2 workers, worker 0 goes on alone; worker 1 alone stops with an error naming 0") {
+  std::string log;
+  auto const with_zero = agree(2, {0}, {3, 3}, log);
+  REQUIRE_MESSAGE(with_zero[0].group, with_zero[0].error);
+  CHECK(with_zero[0].group->workers == std::vector<std::size_t>{0});
+
+  auto const without = agree(2, {1}, {3, 3}, log);
+  CHECK_FALSE(without[1].group);
+  CHECK_MESSAGE(without[1].error.find("lost worker:0 at 127.0.0.1:") != std::string::npos,
+                without[1].error);
+  CHECK_MESSAGE(without[1].error.find("not more than half") != std::string::npos, without[1].error);
+}
+
+TEST_CASE("two of three lost: the one left stops with an error naming both, within the window") {
+  std::string log;
+  auto const started = std::chrono::steady_clock::now();
+  auto const got = agree(3, {2}, {9, 9, 9}, log);
+  CHECK(std::chrono::steady_clock::now() - started < 10s);
+  CHECK_FALSE(got[2].group);
+  CHECK_MESSAGE(got[2].error.find("worker:0 at") != std::string::npos, got[2].error);
+  CHECK_MESSAGE(got[2].error.find("worker:1 at") != std::string::npos, got[2].error);
+  CHECK_MESSAGE(got[2].error.find("1 remain") != std::string::npos, got[2].error);
+}
+
+TEST_CASE("below min_workers every survivor stops with the leader's error") {
+  std::string log;
+  auto const got = agree(4, {0, 1, 3}, {1, 1, 1, 1}, log, 4);
+  for (std::size_t r : {0u, 1u, 3u}) {
+    CAPTURE(r);
+    CHECK_FALSE(got[r].group);
+    CHECK_MESSAGE(got[r].error.find("fewer than min_workers 4") != std::string::npos, got[r].error);
+  }
+}
+
+TEST_CASE("nobody lost: every member comes and the leader closes at once") {
+  std::string log;
+  auto const started = std::chrono::steady_clock::now();
+  auto const got = agree(3, {0, 1, 2}, {2, 2, 2}, log);
+  CHECK(std::chrono::steady_clock::now() - started < 1400ms);  // before the 1.5 s window
+  for (std::size_t r : {0u, 1u, 2u}) {
+    REQUIRE_MESSAGE(got[r].group, got[r].error);
+    CHECK(got[r].group->rank == r);
+  }
+}
