@@ -1,6 +1,7 @@
 // ProcessGroup: the processes of one collective run, set up once for every fabric (Gloo's, NCCL's,
-// the next one): the cluster, this process's rank among the workers, the numbering of the run's
-// replicas, and the liveness board and reporter that name a process that stops answering. A
+// the next one): the cluster, the group of its workers that trains now (all of them, until the
+// survivors of a loss regroup: regroup.hpp) and this process's rank in it, the numbering of the
+// run's replicas, and the liveness board and reporter that name a process that stops answering. A
 // fabric keeps only what is its own: its rendezvous payload, its connections, its allreduce.
 #pragma once
 
@@ -19,6 +20,7 @@
 #include "../../cluster/resolve.hpp"
 #include "../../core/error.hpp"
 #include "liveness.hpp"
+#include "regroup.hpp"
 #include "run_identity.hpp"
 
 namespace convoy::comm::bootstrap {
@@ -30,8 +32,10 @@ class ProcessGroup {
   /// `cluster`, or the one the environment describes (every rank of a rank launcher a worker
   /// unless CONVOY_PS_TASKS says otherwise). Throws ClusterError for a task that takes no part in
   /// a collective (a ps or evaluator task), naming `fabric` ("comm::Gloo").
+  ///
+  /// `members`: the group that trains, from a regroup; empty: every worker of the cluster.
   ProcessGroup(std::optional<Cluster> const& cluster, std::size_t local_replicas,
-               std::string_view fabric)
+               std::string_view fabric, std::optional<Group> members = {})
       : cluster_(cluster ? *cluster : Cluster::from_environment(RankJobs::all_workers)) {
     if (!cluster_.single_process() && cluster_.worker_rank() < 0) {
       throw ClusterError("convoy: task " + cluster_.job + ":" + std::to_string(cluster_.index) +
@@ -40,10 +44,18 @@ class ProcessGroup {
                          "no ps tasks: under a launcher that only numbers its processes, leave "
                          "CONVOY_PS_TASKS unset or 0)");
     }
-    processes_ = cluster_.single_process() ? 1 : cluster_.worker_count();
-    process_ = cluster_.single_process() ? 0 : static_cast<std::size_t>(cluster_.worker_rank());
+    if (members) {
+      members_ = std::move(*members);
+    } else {
+      for (std::size_t w = 0; w < cluster_.worker_count(); ++w) members_.workers.push_back(w);
+      members_.rank = cluster_.single_process() ? 0 : std::size_t(cluster_.worker_rank());
+    }
+    processes_ = members_.workers.size();
+    process_ = members_.rank;
     world_ = processes_ * local_replicas;
     first_ = process_ * local_replicas;
+    run_ = run_identity(cluster_);
+    if (members_.generation > 0) run_ += "/g" + std::to_string(members_.generation);
   }
   ProcessGroup(ProcessGroup const&) = delete;
   ProcessGroup& operator=(ProcessGroup const&) = delete;
@@ -56,10 +68,18 @@ class ProcessGroup {
   /// The run's replicas, and the number of this process's first.
   std::size_t world_size() const { return world_; }
   std::size_t first_replica() const { return first_; }
-  /// "worker:1" of this process, for messages.
-  std::string task() const { return cluster_.worker_task(process_); }
+  /// The group that trains: cluster worker ranks by process rank, this one's, the generation.
+  Group const& members() const { return members_; }
+  /// Process `p`'s address in the cluster, and "worker:1" of it, for messages.
+  std::string const& address(std::size_t p) const {
+    return cluster_.worker_address(members_.workers.at(p));
+  }
+  std::string task(std::size_t p) const { return cluster_.worker_task(members_.workers.at(p)); }
+  std::string task() const { return task(process_); }
   /// The first process's address in the cluster: its rendezvous, then its liveness board.
-  std::string const& coordinator() const { return cluster_.worker_address(0); }
+  std::string const& coordinator() const { return address(0); }
+  /// The identity of the run and of the group's generation, in every bootstrap message.
+  std::string const& run() const { return run_; }
 
   /// Starts the liveness board (on the first process) and this process's reporter, which beats
   /// with `issued()`, the collectives this process has issued; call it once the rendezvous has
@@ -72,9 +92,9 @@ class ProcessGroup {
                       std::ostream* warnings = &std::clog) {
     if (processes_ == 1) return;
     options.names.clear();
-    if (options.run.empty()) options.run = run_identity(cluster_);
+    if (options.run.empty()) options.run = run_;
     for (std::size_t p = 0; p < processes_; ++p)
-      options.names.push_back(cluster_.worker_task(p) + " at " + cluster_.worker_address(p));
+      options.names.push_back(task(p) + " at " + address(p));
     stale_ = options.interval * options.missed_beats;
     if (process_ == 0) {
       try {
@@ -111,9 +131,17 @@ class ProcessGroup {
   void linger_board(std::chrono::milliseconds at_most) {
     if (board_) board_->linger(stale_, at_most);
   }
+  /// Stops beating and closes the board at once, giving up the coordinator's address: before
+  /// the survivors regroup, when every process serves at its own.
+  void close_liveness() {
+    stop_liveness();
+    board_.reset();
+  }
 
  private:
   Cluster cluster_;
+  Group members_;
+  std::string run_;
   std::size_t processes_ = 1, process_ = 0, world_ = 1, first_ = 0;
   std::chrono::milliseconds stale_{3000};
   std::unique_ptr<LivenessBoard> board_;        // the first process only

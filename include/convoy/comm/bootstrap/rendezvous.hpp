@@ -270,26 +270,18 @@ inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
                      " attempts); is rank 0 running, and is its address reachable from here?");
 }
 
-/// The training ranks of `cluster` (worker_rank() 0..worker_count()-1) exchange one blob each:
-/// every rank gets every rank's blob, in rank order. Rank 0 serves at its own address until every
-/// other rank has them all. A single process gets its own. Blocks; throws as serve() and ask(), and
-/// ClusterError for a ps or evaluator task, which takes no part in a collective.
-inline std::vector<std::vector<std::byte>> gather(Cluster const& cluster,
-                                                  std::span<std::byte const> mine,
+/// The processes at `addresses` (by rank; this one is `rank`) exchange one blob each: every rank
+/// gets every rank's blob, in rank order. Rank 0 serves at its own address until every other rank
+/// has them all; options.run must be the run's identity. Blocks; throws as serve() and ask().
+inline std::vector<std::vector<std::byte>> gather(std::vector<std::string> const& addresses,
+                                                  int rank, std::span<std::byte const> mine,
                                                   Options const& options, std::string_view protocol,
                                                   std::string_view what) {
-  if (cluster.single_process()) return {std::vector<std::byte>(mine.begin(), mine.end())};
-  int const rank = cluster.worker_rank();
-  if (rank < 0) {
-    throw ClusterError("convoy: task " + cluster.job + "[" + std::to_string(cluster.index) +
-                       "] takes no part in a collective; only the chief and the workers do");
-  }
-  auto const world = static_cast<int>(cluster.worker_count());
-  std::string const& coordinator = cluster.worker_address(0);
-  Options run_options = options;
-  if (run_options.run.empty()) run_options.run = run_identity(cluster);
+  auto const world = static_cast<int>(addresses.size());
+  if (world <= 1) return {std::vector<std::byte>(mine.begin(), mine.end())};
+  std::string const& coordinator = addresses.front();
   if (rank > 0) {
-    auto frames = ask(coordinator, rank, mine, run_options, protocol, what);
+    auto frames = ask(coordinator, rank, mine, options, protocol, what);
     if (frames.size() != static_cast<std::size_t>(world)) {
       throw ProtocolError("convoy: rank " + std::to_string(rank) + " got " +
                           std::to_string(frames.size()) + " blobs of " + std::string(what) +
@@ -305,7 +297,7 @@ inline std::vector<std::vector<std::byte>> gather(Cluster const& cluster,
   std::vector<std::optional<std::vector<std::byte>>> held(static_cast<std::size_t>(world));
   held[0].emplace(mine.begin(), mine.end());
   std::vector<std::vector<std::byte>> all;
-  serve(coordinator, world, run_options, protocol, what,
+  serve(coordinator, world, options, protocol, what,
         [&](int r, std::span<std::byte const> payload)
             -> std::optional<std::vector<std::vector<std::byte>>> {
           held[static_cast<std::size_t>(r)].emplace(payload.begin(), payload.end());
@@ -316,6 +308,28 @@ inline std::vector<std::vector<std::byte>> gather(Cluster const& cluster,
           return all;
         });
   return all;
+}
+
+/// The training ranks of `cluster` (worker_rank() 0..worker_count()-1) exchange one blob each, as
+/// above, with the run's identity from the cluster when options.run is empty. A single process
+/// gets its own. Throws ClusterError for a ps or evaluator task, which takes no part in a
+/// collective.
+inline std::vector<std::vector<std::byte>> gather(Cluster const& cluster,
+                                                  std::span<std::byte const> mine,
+                                                  Options const& options, std::string_view protocol,
+                                                  std::string_view what) {
+  if (cluster.single_process()) return {std::vector<std::byte>(mine.begin(), mine.end())};
+  int const rank = cluster.worker_rank();
+  if (rank < 0) {
+    throw ClusterError("convoy: task " + cluster.job + "[" + std::to_string(cluster.index) +
+                       "] takes no part in a collective; only the chief and the workers do");
+  }
+  std::vector<std::string> addresses;
+  for (std::size_t w = 0; w < cluster.worker_count(); ++w)
+    addresses.push_back(cluster.worker_address(w));
+  Options run_options = options;
+  if (run_options.run.empty()) run_options.run = run_identity(cluster);
+  return gather(addresses, rank, mine, run_options, protocol, what);
 }
 
 }  // namespace convoy::comm::bootstrap

@@ -81,15 +81,16 @@ struct Listen {
   std::string interface;
 };
 
-/// Connects the `cluster`'s training ranks (worker_rank() 0..worker_count()-1) pairwise. Blocks
-/// until every pair is connected. Operations on the context give up after `timeout`; the ranks
-/// wait `options.timeout` for each other to meet. Throws TimeoutError naming the ranks that never
-/// came, Error when Gloo cannot listen where asked.
-inline std::shared_ptr<::gloo::Context> connect_mesh(Cluster const& cluster, Listen const& listen,
+/// Connects the processes at `addresses` (by rank, their addresses in the cluster: rank 0's serves
+/// the rendezvous) pairwise; this one is `rank`. Blocks until every pair is connected. Operations
+/// on the context give up after `timeout`; the ranks wait `options.timeout` for each other to meet
+/// (options.run: the run's identity). Throws TimeoutError naming the ranks that never came, Error
+/// when Gloo cannot listen where asked.
+inline std::shared_ptr<::gloo::Context> connect_mesh(std::vector<std::string> const& addresses,
+                                                     int rank, Listen const& listen,
                                                      std::chrono::milliseconds timeout,
                                                      bootstrap::Options const& options) {
-  int const rank = cluster.single_process() ? 0 : cluster.worker_rank();
-  int const size = cluster.single_process() ? 1 : static_cast<int>(cluster.worker_count());
+  int const size = static_cast<int>(addresses.size());
   std::shared_ptr<::gloo::transport::Device> device;
   try {
     ::gloo::transport::tcp::attr attr;
@@ -113,8 +114,8 @@ inline std::shared_ptr<::gloo::Context> connect_mesh(Cluster const& cluster, Lis
     if (peer == rank) continue;
     mine.push_back(transport->createPair(peer)->address().bytes());
   }
-  auto const all = bootstrap::gather(cluster, detail::pack(mine), options, detail::mesh_protocol,
-                                     "the Gloo addresses");
+  auto const all = bootstrap::gather(addresses, rank, detail::pack(mine), options,
+                                     detail::mesh_protocol, "the Gloo addresses");
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
     auto const theirs = detail::unpack(all.at(static_cast<std::size_t>(peer)), size - 1, peer);
@@ -124,13 +125,25 @@ inline std::shared_ptr<::gloo::Context> connect_mesh(Cluster const& cluster, Lis
       transport->getPair(peer)->connect(address);
     } catch (std::exception const& e) {
       throw Error("convoy: rank " + std::to_string(rank) + " could not connect to rank " +
-                  std::to_string(peer) + " (" +
-                  cluster.worker_address(static_cast<std::size_t>(peer)) +
+                  std::to_string(peer) + " (" + addresses.at(static_cast<std::size_t>(peer)) +
                   " in the cluster) over Gloo: " + readable_gloo_message(e.what()));
     }
   }
   context->adopt(std::move(device), std::move(transport));
   return context;
+}
+
+/// Connects the `cluster`'s training ranks (worker_rank() 0..worker_count()-1), as above, with the
+/// run's identity from the cluster when options.run is empty.
+inline std::shared_ptr<::gloo::Context> connect_mesh(Cluster const& cluster, Listen const& listen,
+                                                     std::chrono::milliseconds timeout,
+                                                     bootstrap::Options options) {
+  if (cluster.single_process()) return connect_mesh({""}, 0, listen, timeout, options);
+  std::vector<std::string> addresses;
+  for (std::size_t w = 0; w < cluster.worker_count(); ++w)
+    addresses.push_back(cluster.worker_address(w));
+  if (options.run.empty()) options.run = bootstrap::run_identity(cluster);
+  return connect_mesh(addresses, cluster.worker_rank(), listen, timeout, options);
 }
 
 }  // namespace convoy::comm::gloo_fabric
