@@ -2,8 +2,10 @@
 // ("--task <scenario> <dir>") with its TF_CONFIG (no ps tasks). 2 and 3 processes of one replica
 // match in-process Mirrored with as many replicas step for step; 2 processes of 2 replica threads
 // match Mirrored with 4; BoundedStaleness<2> averages the weights every 3 steps, as computed by
-// hand; a run checkpointed by 3 workers goes on with 2; a process whose peer never comes, and the
-// processes whose peer is killed, end with an error naming it; a process whose replica fails while
+// hand; a run checkpointed by 3 workers goes on with 2; the survivors of a killed worker (worker 0
+// included) regroup and finish with one state, and a survivor that is no quorum stops with an
+// error; a process whose peer never comes, and under fail_fast the processes whose peer is killed,
+// end with an error naming it; a process whose replica fails while
 // an allreduce waits for its peer ends as soon as the peer's bytes come; every launcher's variables
 // make every rank a worker; and the fabric's allreducer alone sums changing rounds exactly. Every
 // cluster is bounded in time.
@@ -15,7 +17,9 @@
 #include <cmath>
 #include <convoy/comm/gloo.hpp>
 #include <convoy/convoy.hpp>
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -27,8 +31,8 @@
 
 #include "cluster_model.hpp"
 #include "processes.hpp"
-#include "task_checks.hpp"
 #include "synthetic.hpp"
+#include "task_checks.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -37,15 +41,17 @@ using namespace convoy;
 using namespace std::chrono_literals;
 
 constexpr std::int64_t steps = 12;
+constexpr std::int64_t survive_steps = 40;
 constexpr std::size_t batch_size = 48;
 
 io::Dataset data() { return testing::cluster_data(); }
 nn::Mlp make_model() { return testing::cluster_mlp(); }
 
-comm::Gloo gloo_policy() {
+comm::Gloo gloo_policy(bool fail_fast = false) {
   return comm::Gloo{.bucket_bytes = 256,  // several buckets even for this small model
                     .timeout = 10s,
-                    .bootstrap_timeout = 20s};
+                    .bootstrap_timeout = 20s,
+                    .fail_fast = fail_fast};
 }
 
 // What a task saw: the losses of every step, and (the chief) the final weights.
@@ -94,15 +100,22 @@ std::vector<float> fit(Trainer& trainer, std::int64_t until, optim::Optimizer,
   return losses;
 }
 
+// A process that ends as if killed: `rank` once it has counted global step `step`.
+struct Kill {
+  int rank = -1;
+  std::int64_t step = 5;
+};
+
 template <class Placement, class Sync>
 int train_task(Placement placement, Sync sync, optim::Optimizer optimizer,
                std::filesystem::path const& dir, std::int64_t until,
-               std::filesystem::path const& checkpoints = {}, int kill_rank = -1) {
+               std::filesystem::path const& checkpoints = {}, Kill kill = {},
+               comm::Gloo policy = gloo_policy()) {
   using S = Strategy<nn::Mlp, Placement, comm::Gloo, Sync>;
   auto const cluster = Cluster::from_environment(RankJobs::all_workers);
-  Trainer<S> trainer{S{make_model(), placement, gloo_policy(), sync}, optimizer};
+  Trainer<S> trainer{S{make_model(), placement, policy, sync}, optimizer};
   auto const losses = fit(trainer, until, optimizer, checkpoints, [&](StepReport const& r) {
-    if (cluster.worker_rank() == kill_rank && r.global_step == 5) std::_Exit(9);  // as if killed
+    if (cluster.worker_rank() == kill.rank && r.global_step == kill.step) std::_Exit(9);
     return true;
   });
   auto const name = "worker" + std::to_string(cluster.worker_rank()) + ".txt";
@@ -139,8 +152,8 @@ std::size_t allreducer_rounds(comm::gloo_fabric::Allreducer& reducer, int rank) 
 int allreducer_task(std::filesystem::path const& dir) {
   auto const cluster = Cluster::from_environment(RankJobs::all_workers);
   int const rank = cluster.worker_rank();
-  auto context = comm::gloo_fabric::connect_mesh(
-      cluster, {.host = "127.0.0.1", .interface = {}}, 20s, comm::bootstrap::Options{});
+  auto context = comm::gloo_fabric::connect_mesh(cluster, {.host = "127.0.0.1", .interface = {}},
+                                                 20s, comm::bootstrap::Options{});
   using Sending = comm::gloo_fabric::PairExchange::Sending;
   std::size_t wrong = 0;
   for (auto const sending : {std::optional<Sending>{}, std::optional{Sending::at_once},
@@ -223,7 +236,16 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
   }
   if (scenario == "abort") return abort_task(dir);
   if (scenario == "kill") {
-    return train_task(place::Host{}, sync::Synchronous{}, adam(), dir, 1000, {}, 1);
+    return train_task(place::Host{}, sync::Synchronous{}, adam(), dir, 1000, {}, {.rank = 1},
+                      gloo_policy(/*fail_fast=*/true));
+  }
+  // "survive-R-S": rank R killed after global step S; the others regroup and reach step 40.
+  if (scenario.starts_with("survive-")) {
+    int rank = -1;
+    long long step = 0;
+    std::sscanf(scenario.c_str(), "survive-%d-%lld", &rank, &step);
+    return train_task(place::Host{}, sync::Synchronous{}, adam(), dir, survive_steps, {},
+                      {.rank = rank, .step = step});
   }
   std::cerr << "unknown scenario " << scenario << "\n";
   return 2;
@@ -410,7 +432,8 @@ TEST_CASE("a process whose replica fails mid-allreduce ends when its peer's byte
   CHECK(testing::read_file(tasks[1].log).find("failed on purpose") != std::string::npos);
 }
 
-TEST_CASE("20 kills of a worker mid-run: every other process ends with an error naming it") {
+TEST_CASE(
+    "fail_fast: 20 kills of a worker mid-run: every other process ends with an error naming it") {
   int const trials = std::getenv("CONVOY_GLOO_KILL_TRIALS")
                          ? std::atoi(std::getenv("CONVOY_GLOO_KILL_TRIALS"))
                          : 1;
@@ -435,6 +458,66 @@ TEST_CASE("20 kills of a worker mid-run: every other process ends with an error 
       CHECK_MESSAGE(log.str().find("[127.0.0.1]:") == std::string::npos, log.str());
     }
   }
+}
+
+// The survivors of a kill regroup and finish: each exits 0 at the plan's global step with the same
+// weights, and the log says who was lost. CONVOY_GLOO_SURVIVE_TRIALS runs more kills at random
+// steps (the issue's 20).
+void check_survivors(int workers, int killed, std::int64_t step) {
+  CAPTURE(workers);
+  CAPTURE(killed);
+  CAPTURE(step);
+  testing::TempDir dir("gloo-survive");
+  auto const started = std::chrono::steady_clock::now();
+  auto const tasks = run_cluster("survive-" + std::to_string(killed) + "-" + std::to_string(step),
+                                 dir.path, workers, false);
+  CHECK(std::chrono::steady_clock::now() - started < 60s);
+  std::optional<Result> first;
+  std::string logs;
+  for (auto const& t : tasks) {
+    CAPTURE(t.index);
+    auto const log = testing::read_file(t.log);
+    logs += log;
+    if (t.index == killed) {
+      CHECK(t.status == 9);
+      continue;
+    }
+    REQUIRE_MESSAGE(t.status == 0, log);
+    auto const got = read_result(dir.path / ("worker" + std::to_string(t.index) + ".txt"));
+    CHECK(got.global_step == survive_steps);
+    for (float w : got.weights) REQUIRE(std::isfinite(w));
+    if (!first) {
+      first = got;
+    } else {
+      CHECK(got.weights == first->weights);  // one state: bit for bit
+    }
+  }
+  CHECK_MESSAGE(logs.find("lost worker:" + std::to_string(killed)) != std::string::npos, logs);
+}
+
+TEST_CASE("a worker killed mid-run: the others regroup without it and finish with equal weights") {
+  check_survivors(3, 1, 5);
+  check_survivors(3, 0, 5);  // the rendezvous and the liveness board go with it
+  check_survivors(2, 1, 5);
+  int const trials = std::getenv("CONVOY_GLOO_SURVIVE_TRIALS")
+                         ? std::atoi(std::getenv("CONVOY_GLOO_SURVIVE_TRIALS"))
+                         : 0;
+  std::srand(static_cast<unsigned>(std::time(nullptr)));
+  for (int trial = 0; trial < trials; ++trial) {
+    int const workers = 2 + trial % 2;
+    int const killed = workers == 2 ? 1 : std::rand() % 3;
+    check_survivors(workers, killed, 1 + std::rand() % (survive_steps - 2));
+  }
+}
+
+TEST_CASE("of 2 workers, worker 0 lost: worker 1 stops with an error, as half without rank 0") {
+  testing::TempDir dir("gloo-survive-half");
+  auto const tasks = run_cluster("survive-0-5", dir.path, 2, false);
+  CHECK(tasks[0].status == 9);
+  auto const log = testing::read_file(tasks[1].log);
+  CHECK_MESSAGE(tasks[1].status == 1, log);
+  CHECK_MESSAGE(log.find("lost worker:0") != std::string::npos, log);
+  CHECK_MESSAGE(log.find("not more than half") != std::string::npos, log);
 }
 
 int main(int argc, char** argv) {

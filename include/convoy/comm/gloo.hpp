@@ -51,6 +51,13 @@ struct Gloo {
   std::chrono::milliseconds timeout{std::chrono::minutes(1)};
   /// How long the processes wait for one another to meet.
   std::chrono::milliseconds bootstrap_timeout{std::chrono::minutes(2)};
+  /// A process lost mid-run (its connections closed, or it stopped answering for `timeout`): the
+  /// others regroup without it and go on from the last step every one of them applied, as long as
+  /// they are more than half of the last group (or exactly half with its rank 0) and at least
+  /// `min_workers` (docs/gloo.md, "When a process is lost"). With fail_fast, every process ends
+  /// with an error naming the lost one instead.
+  bool fail_fast = false;
+  std::size_t min_workers = 1;
   /// The address Gloo's TCP connections listen on; empty: this task's host in the cluster.
   std::string host{};
   /// A network interface to listen on instead ("eth0"), which Gloo resolves to its address.

@@ -118,7 +118,7 @@ TEST_CASE("two of three lost: the one left stops with an error naming both, with
   CHECK_FALSE(got[2].group);
   CHECK_MESSAGE(got[2].error.find("worker:0 at") != std::string::npos, got[2].error);
   CHECK_MESSAGE(got[2].error.find("worker:1 at") != std::string::npos, got[2].error);
-  CHECK_MESSAGE(got[2].error.find("1 remain") != std::string::npos, got[2].error);
+  CHECK_MESSAGE(got[2].error.find("1 of 3 remain") != std::string::npos, got[2].error);
 }
 
 TEST_CASE("below min_workers every survivor stops with the leader's error") {

@@ -63,7 +63,10 @@ inline constexpr std::string_view regroup_protocol = "convoy-regroup/1";
 
 inline std::string join(std::vector<std::size_t> const& ranks) {
   std::string text;
-  for (auto r : ranks) text += (text.empty() ? "" : ",") + std::to_string(r);
+  for (auto r : ranks) {
+    if (!text.empty()) text += ',';
+    text += std::to_string(r);
+  }
   return text;
 }
 inline std::optional<std::vector<std::size_t>> split(std::string_view text, std::size_t bound) {
@@ -171,6 +174,14 @@ class Regroup {
   std::string name(std::size_t rank) const {
     return cluster_->worker_task(last_.workers.at(rank)) + " at " + address(rank);
   }
+  std::string names(std::vector<std::size_t> const& ranks) const {
+    std::string text;
+    for (auto r : ranks) {
+      if (!text.empty()) text += ", ";
+      text += name(r);
+    }
+    return text;
+  }
   void pause() { serve_for(std::chrono::milliseconds(50)); }
 
   // Asks `rank` once: its answer, or nothing after up to `patience` (serving meanwhile).
@@ -262,11 +273,7 @@ class Regroup {
     }
   }
 
-  std::string agreed_text() const {
-    std::string text;
-    for (auto r : order_) text += (text.empty() ? "" : ", ") + name(r);
-    return text;
-  }
+  std::string agreed_text() const { return names(order_); }
 
   Group finish_leading(std::chrono::steady_clock::time_point deadline) {
     auto const closes = std::min(deadline, std::chrono::steady_clock::now() + options_.window);
@@ -279,15 +286,14 @@ class Regroup {
     std::vector<std::size_t> lost;
     for (std::size_t r = 0; r < last_.workers.size(); ++r)
       if (!steps_.contains(r)) lost.push_back(r);
-    std::string lost_text;
-    for (auto r : lost) lost_text += (lost_text.empty() ? "" : ", ") + name(r);
+    auto const lost_text = names(lost);
     auto const n = last_.workers.size(), m = order_.size();
     bool const quorum = 2 * m > n || (2 * m == n && steps_.contains(0));
     if (!quorum || m < options_.min_workers) {
       refusal_ = "the group of " + std::to_string(n) + " lost " + lost_text + ": " +
-                 std::to_string(m) + " remain, " +
-                 (!quorum ? "not more than half (nor half with " + name(0) +
-                                "), so they may be one side of a cut network whose other side "
+                 std::to_string(m) + " of " + std::to_string(n) + " remain, " +
+                 (!quorum ? "not more than half, nor half with the group's rank 0 (" + name(0) +
+                                "); they may be one side of a cut network whose other side "
                                 "trains on"
                           : "fewer than min_workers " + std::to_string(options_.min_workers));
     } else if (options_.log) {

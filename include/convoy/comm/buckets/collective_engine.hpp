@@ -60,6 +60,19 @@ concept explains_timeouts = requires(F const& f) {
   { f.explain_timeout() } -> std::convertible_to<std::string>;
 };
 
+/// Optional on a fabric: a way on after another process was lost. may_regroup() says whether an
+/// exchange failed on another process's account and the policy lets the survivors go on;
+/// regroup(replica_group, plan, global_step, why) returns the fabric of the survivors' new group,
+/// or throws when they may not go on; members() names each process, by rank, by its rank in the
+/// run's first group, so that the counters follow their replicas.
+template <class F, class Group>
+concept regroups = requires(F& f, F const& cf, Group& g, BucketPlan const& plan, std::int64_t step,
+                            std::string const& why) {
+  { cf.may_regroup() } -> std::convertible_to<bool>;
+  { f.regroup(g, plan, step, why) } -> std::same_as<std::unique_ptr<F>>;
+  { cf.members() } -> std::convertible_to<std::vector<std::size_t>>;
+};
+
 namespace detail {
 // Counters travel through the sum exchange as floats, every other replica adding zeros: each
 // int64 as three 21-bit pieces, which a float holds exactly, so the sum is the value itself.
@@ -176,10 +189,52 @@ class CollectiveEngine {
 
   /// Runs the plan; blocks. Every process of the run must run the same plan: the goal is reached
   /// by every one at the same global step; an after_step that stops one process alone leaves the
-  /// others waiting in their next exchange until its timeout. Throws what a replica, the exchange
-  /// (TimeoutError naming who did not answer) or after_step threw; after an exchange failed, the
-  /// fabric is spent and later runs throw Error.
+  /// others waiting in their next exchange until its timeout. When another process is lost and
+  /// the fabric regroups (comm::Gloo), the survivors go on in the new group from the state of the
+  /// member furthest on. Throws what a replica, the exchange (TimeoutError naming who did not
+  /// answer), a regroup or after_step threw; after an exchange failed for good, the fabric is
+  /// spent and later runs throw Error.
   void run(RunPlan const& plan) {
+    for (;;) {
+      try {
+        return run_once(plan);
+      } catch (std::exception const& e) {
+        if constexpr (regroups<Fabric, typename state_type::group_type>) {
+          if (fabric_->may_regroup()) {
+            regroup(e.what());
+            continue;
+          }
+        }
+        throw;
+      }
+    }
+  }
+
+ private:
+  // The survivors' new group: its fabric, and the counters of the replicas that go on, under
+  // their new numbers. The next run_once starts with every replica taking the new replica 0's
+  // state: the member furthest on, so a step some survivors applied is neither lost nor redone.
+  void regroup(std::string const& why) {
+    auto& group = state_->group();
+    std::vector<std::size_t> const before = fabric_->members();
+    auto const old_steps = group.counters().local_steps;
+    auto next = fabric_->regroup(group, plan_, group.counters().global_step, why);
+    fabric_ = std::move(next);
+    std::vector<std::size_t> const after = fabric_->members();
+    std::size_t const local = group.size();
+    std::vector<std::int64_t> steps(after.size() * local, 0);
+    for (std::size_t p = 0; p < after.size(); ++p) {
+      auto const was = static_cast<std::size_t>(std::find(before.begin(), before.end(), after[p]) -
+                                                before.begin());
+      for (std::size_t i = 0; i < local && was * local + i < old_steps.size(); ++i)
+        steps[p * local + i] = old_steps[was * local + i];
+    }
+    group.count_replicas(fabric_->world_size());
+    group.counters().local_steps = std::move(steps);
+    spent_.clear();
+  }
+
+  void run_once(RunPlan const& plan) {
     if (!spent_.empty()) {
       throw Error("convoy: this strategy's collective stopped in an earlier run (" + spent_ +
                   "); its state is as of global step " +
@@ -264,6 +319,7 @@ class CollectiveEngine {
     }
   }
 
+ public:
   /// Where every variable lives and which replica computes where (log_device_placement).
   void log_placement(std::ostream& out, std::string_view comm_name) const {
     auto const& group = state_->group();

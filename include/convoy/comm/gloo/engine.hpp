@@ -15,7 +15,9 @@
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
+#include <iostream>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -28,6 +30,7 @@
 #include "../../place/mirrored.hpp"
 #include "../bootstrap/liveness.hpp"
 #include "../bootstrap/process_group.hpp"
+#include "../bootstrap/regroup.hpp"
 #include "../bootstrap/rendezvous.hpp"
 #include "../buckets/bucket_plan.hpp"
 #include "../buckets/collective_engine.hpp"
@@ -78,9 +81,14 @@ class HostFabric {
   /// Blocks until every process has met and connected (within the policy's bootstrap_timeout).
   /// Throws ClusterError for a ps or evaluator task, Error for a plaintext listen address off
   /// loopback without allow_plaintext, TimeoutError naming the processes that never came.
+  ///
+  /// `members`: the group that trains, after a regroup; empty: every worker of the cluster.
   template <class Group>
-  HostFabric(Gloo const& policy, Group& group, BucketPlan const& plan)
-      : group_(policy.cluster, group.size(), "comm::Gloo"), timeout_(policy.timeout) {
+  HostFabric(Gloo const& policy, Group& group, BucketPlan const& plan,
+             std::optional<bootstrap::Group> members = {})
+      : policy_(policy),
+        group_(policy.cluster, group.size(), "comm::Gloo", std::move(members)),
+        timeout_(policy.timeout) {
     for (auto const& b : plan.buckets()) largest_bucket_ = std::max(largest_bucket_, b.size);
     if (group_.processes() == 1) {
       exchange_ =
@@ -92,16 +100,22 @@ class HostFabric {
     // Gloo's event loop (started with the mesh) and the communication thread (with the exchange)
     // are born with SIGPIPE blocked.
     detail::SigpipeBlocked const no_sigpipe;
-    context_ = connect_mesh(group_.cluster(), listen, policy.timeout,
-                            bootstrap::Options{.timeout = policy.bootstrap_timeout});
+    std::vector<std::string> addresses;
+    for (std::size_t p = 0; p < group_.processes(); ++p) addresses.push_back(group_.address(p));
+    context_ =
+        connect_mesh(addresses, static_cast<int>(group_.process()), listen, policy.timeout,
+                     bootstrap::Options{.timeout = policy.bootstrap_timeout, .run = group_.run()});
     try {
       allreducer_ = std::make_unique<Allreducer>(context_, policy.algorithm, policy.timeout);
     } catch (::gloo::Exception const& e) {  // a peer lost as the processes first talk
       throw Error("convoy: " + group_.task() +
                   " lost its Gloo connections as they opened: " + without_source(e));
     }
+    // A replica thread waits half as long again as an allreduce may take: a peer that stops
+    // answering is then reported by the allreduce that waits for it (and the survivors regroup),
+    // not by a replica's wait that cannot tell it from a slow replica of this process.
     exchange_ = std::make_unique<HostExchange>(
-        group.size(), plan.size(), policy.timeout,
+        group.size(), plan.size(), policy.timeout + policy.timeout / 2,
         [this](std::size_t bucket, std::span<float> values) { reduce(bucket, values); });
     // Beats four times a second, stale after a second: a lost peer is named within ~1 s.
     group_.start_liveness(
@@ -132,6 +146,36 @@ class HostFabric {
   /// After an exchange failed: which processes stopped answering, as the liveness board sees
   /// them (empty for a single process).
   std::string explain_timeout() const { return group_.explain_timeout(); }
+
+  /// The group that trains: cluster worker ranks by process rank.
+  std::vector<std::size_t> const& members() const { return group_.members().workers; }
+  /// True after an exchange failed because another process was lost (not this one's own doing),
+  /// unless the policy is fail_fast: the survivors may regroup.
+  bool may_regroup() const { return peer_lost_.load() && !policy_.fail_fast; }
+  /// Gives up this fabric's connections, board and address, agrees with the other survivors on
+  /// the new group (bootstrap::regroup, at `step`, this process's global step) and connects it:
+  /// the fabric to go on with. `why`: the failure, for the log. Throws Error when the survivors
+  /// are no quorum or fewer than min_workers, naming who was lost; this fabric is spent either way.
+  template <class Group>
+  std::unique_ptr<HostFabric> regroup(Group& group, BucketPlan const& plan, std::int64_t step,
+                                      std::string const& why) {
+    std::clog << "convoy: " << group_.task() << " lost the group at global step " << step << " ("
+              << why << "); regrouping" << std::endl;
+    exchange_->stop();
+    group_.close_liveness();
+    if (context_) close_connections();
+    bootstrap::RegroupOptions options;
+    options.min_workers = policy_.min_workers;
+    options.run = bootstrap::run_identity(group_.cluster());
+    auto const next = bootstrap::regroup(group_.cluster(), group_.members(), step, options,
+                                         policy_.bootstrap_timeout);
+    std::clog << "convoy: " << group_.task() << " trains on as process " << next.rank << " of "
+              << next.workers.size() << " (the group's generation " << next.generation << ")"
+              << std::endl;
+    Gloo policy = policy_;
+    policy.cluster = group_.cluster();
+    return std::make_unique<HostFabric>(policy, group, plan, next);
+  }
   /// Stops this process's exchange; the other processes' next allreduce fails. The connections
   /// close once no allreduce of this process is in progress: Gloo's closeConnections() does not
   /// wake one already waiting for a peer's bytes, which would then wait out the whole timeout,
@@ -177,6 +221,7 @@ class HostFabric {
       if (stopped_) {
         throw Error("convoy: " + group_.task() + " stopped its Gloo allreduce (" + what + ")");
       }
+      peer_lost_ = true;
       std::string message = "convoy: process " + std::to_string(group_.process()) + " (" +
                             group_.task() + ") lost the Gloo allreduce: ";
       // A timeout: the collective engine adds who stopped answering (explain_timeout()), once.
@@ -186,8 +231,10 @@ class HostFabric {
                            " ms waiting for a peer (Gloo: " + what + ")");
       }
       message += what;
-      // A peer's connection closed at once; a killed process still looks alive for a moment.
-      auto const why = group_.explain_failure(std::chrono::seconds(3));
+      // A peer's connection closed at once; a killed process still looks alive for a moment (the
+      // survivors that regroup find out who is gone themselves).
+      auto const why =
+          policy_.fail_fast ? group_.explain_failure(std::chrono::seconds(3)) : std::string();
       if (!why.empty()) message += "; " + why;
       throw Error(message);
     }
@@ -205,6 +252,7 @@ class HostFabric {
     }
   }
 
+  Gloo policy_;
   bootstrap::ProcessGroup group_;
   std::size_t largest_bucket_ = 0;  // values
   std::chrono::milliseconds timeout_;
@@ -213,6 +261,7 @@ class HostFabric {
   std::unique_ptr<Allreducer> allreducer_;  // registrations on context_'s pairs: after it
   std::atomic<bool> failed_{false};
   std::atomic<bool> stopped_{false};        // abort(): an allreduce's error is this process's doing
+  std::atomic<bool> peer_lost_{false};      // an allreduce failed on another process's account
   std::unique_ptr<HostExchange> exchange_;  // calls reduce() on its thread; its count beats
 };
 
