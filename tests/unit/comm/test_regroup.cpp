@@ -1,6 +1,7 @@
 // The survivors' agreement on a new group (comm/bootstrap/regroup.hpp), each survivor a thread
 // serving at its own loopback address: the lowest live rank leads whoever was lost, the group is
-// ordered by global step, and a group that is not a quorum ends with an error naming who was lost.
+// ordered by global step, a lower rank that notices late takes the lead over, and a group that is
+// not a quorum ends with an error naming who was lost.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -38,7 +39,8 @@ struct Outcome {
 // steps[r]; returns each one's outcome, and what the leader logged in `log`.
 std::vector<Outcome> agree(std::size_t size, std::vector<std::size_t> const& alive,
                            std::vector<std::int64_t> const& steps, std::string& log,
-                           std::size_t min_workers = 1) {
+                           std::size_t min_workers = 1,
+                           std::vector<std::chrono::milliseconds> const& late = {}) {
   auto const cluster = loopback_cluster(size);
   comm::bootstrap::Group last{.workers = {}, .rank = 0, .generation = 4};
   for (std::size_t w = 0; w < size; ++w) last.workers.push_back(w);
@@ -53,6 +55,7 @@ std::vector<Outcome> agree(std::size_t size, std::vector<std::size_t> const& ali
     std::vector<std::jthread> threads;
     for (auto r : alive) {
       threads.emplace_back([&, r] {
+        if (r < late.size()) std::this_thread::sleep_for(late[r]);
         auto mine = last;
         mine.rank = r;
         try {
@@ -140,4 +143,17 @@ TEST_CASE("nobody lost: every member comes and the leader closes at once") {
     REQUIRE_MESSAGE(got[r].group, got[r].error);
     CHECK(got[r].group->rank == r);
   }
+}
+
+TEST_CASE("worker 0 notices late: worker 1, leading meanwhile, hands the lead over and all go on") {
+  std::string log;
+  // Past worker 1's 400 ms patience with it, within its 1.5 s window.
+  auto const got = agree(3, {0, 1, 2}, {6, 6, 6}, log, 1, {700ms, 0ms, 0ms});
+  for (std::size_t r : {0u, 1u, 2u}) {
+    CAPTURE(r);
+    REQUIRE_MESSAGE(got[r].group, got[r].error);
+    CHECK(got[r].group->workers == std::vector<std::size_t>{0, 1, 2});
+    CHECK(got[r].group->rank == r);
+  }
+  CHECK_MESSAGE(log.find("re-formed with every member; 3 go on") != std::string::npos, log);
 }

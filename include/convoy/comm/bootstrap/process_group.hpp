@@ -134,7 +134,7 @@ class ProcessGroup {
   /// Stops beating and closes the board at once, giving up the coordinator's address: before
   /// the survivors regroup, when every process serves at its own.
   void close_liveness() {
-    stop_liveness();
+    reporter_.reset();  // no goodbye: the board goes too, and the others regroup as well
     board_.reset();
   }
 

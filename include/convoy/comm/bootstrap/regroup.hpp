@@ -2,8 +2,10 @@
 // no process that must survive: every survivor serves the agreement at its own address in the
 // cluster (which only the group's rank 0 otherwise takes, for its rendezvous and liveness board)
 // and asks the lower ranks of the last group in turn, taking one that stays silent for a moment for
-// lost. The lowest rank that answers leads: it takes the others' registrations for a short window,
-// then gives every one the same new group, or an error when the group would not be a quorum (more
+// lost. The lowest rank that answers leads (and hands the lead to a lower rank that answers later):
+// it takes the others' registrations until every member of the last group has registered or
+// stayed silent for as long (within a window), then gives every one the same new group, or an
+// error when the group would not be a quorum (more
 // than half of the last one, or exactly half with its rank 0), so that the two sides of a cut
 // network cannot both train on. The new group is ordered by each member's global step, highest
 // first: its rank 0 is a member that applied the last step if any did, and the others take its
@@ -36,9 +38,10 @@
 namespace convoy::comm::bootstrap {
 
 struct RegroupOptions {
-  /// How long a lower rank of the last group may stay silent before it is taken for lost.
+  /// How long a member of the last group may stay silent before it is taken for lost.
   std::chrono::milliseconds patience{1000};
-  /// How long the leader takes registrations, unless every member of the last group came sooner.
+  /// How long the leader takes registrations at most: it closes sooner once every member of the
+  /// last group has come or stayed silent for `patience`.
   std::chrono::milliseconds window{2000};
   /// Fewer members than this end the run, quorum or not.
   std::size_t min_workers = 1;
@@ -115,20 +118,26 @@ class Regroup {
 
   Group run(std::chrono::milliseconds timeout) {
     auto const deadline = std::chrono::steady_clock::now() + timeout;
-    std::size_t candidate = 0;
     auto silent_since = std::chrono::steady_clock::now();
-    while (!leading_ && !result_) {
-      if (std::chrono::steady_clock::now() >= deadline) {
+    for (;;) {
+      auto const now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
         throw TimeoutError(
             "convoy: " + name(me_) + " could not regroup within " +
             std::to_string(timeout.count()) + " ms" +
             (following_ ? "; " + name(*following_) + " leads and never answered" : std::string()));
       }
-      if (!following_ && candidate == me_) {
-        lead();
-        break;
+      if (result_) return *result_;
+      if (leading_) {
+        if (now >= closes_ || settled(now)) return finish_leading(deadline);
+        probe_missing(now);
+        continue;
       }
-      auto const asked = following_ ? *following_ : candidate;
+      if (!following_ && candidate_ == me_) {
+        lead();
+        continue;
+      }
+      auto const asked = following_ ? *following_ : candidate_;
       auto answer = ask(asked);
       if (!answer) {  // silent: a lost process, or the leader lost meanwhile
         if (std::chrono::steady_clock::now() - silent_since < options_.patience) continue;
@@ -136,38 +145,75 @@ class Regroup {
           throw Error("convoy: " + name(me_) + " registered with " + name(*following_) +
                       " to regroup, which then stopped answering");
         }
-        ++candidate;
+        ++candidate_;
         silent_since = std::chrono::steady_clock::now();
         continue;
       }
       silent_since = std::chrono::steady_clock::now();
-      auto const& [kind, text] = *answer;
-      if (kind == "searching" || kind == "wait") {
-        pause();
-      } else if (kind == "lead") {
-        following_ = asked;
-        pause();
-      } else if (kind == "follow") {
-        auto const leader = split(text, last_.workers.size());
-        if (!leader || leader->size() != 1 || (*leader)[0] >= asked) {
-          throw ProtocolError("convoy: " + name(asked) + " answered the regroup with '" + text +
-                              "'");
-        }
-        candidate = (*leader)[0];
-      } else if (kind == "group") {
-        take_group(text, asked);
-      } else if (kind == "closed") {
-        throw Error("convoy: " + name(me_) + " came too late: the group re-formed without it (" +
-                    text + ")");
-      } else {
-        throw Error("convoy: " + name(asked) + " refused " + name(me_) + "'s regroup: " + text);
-      }
+      take_answer(asked, *answer);
     }
-    if (leading_) return finish_leading(deadline);
-    return *result_;
   }
 
  private:
+  // What `asked` answered, as this process goes on from it.
+  void take_answer(std::size_t asked, std::pair<std::string, std::string> const& answer) {
+    auto const& [kind, text] = answer;
+    if (kind == "searching" || kind == "wait") {
+      candidate_ = asked;
+      following_.reset();
+      pause();
+    } else if (kind == "lead") {
+      following_ = asked;
+      pause();
+    } else if (kind == "follow") {
+      auto const leader = split(text, last_.workers.size());
+      if (!leader || leader->size() != 1 || (*leader)[0] >= asked) {
+        throw ProtocolError("convoy: " + name(asked) + " answered the regroup with '" + text + "'");
+      }
+      candidate_ = (*leader)[0];
+      following_.reset();
+    } else if (kind == "group") {
+      take_group(text, asked);
+    } else if (kind == "closed") {
+      throw Error("convoy: " + name(me_) + " came too late: the group re-formed without it (" +
+                  text + ")");
+    } else {
+      throw Error("convoy: " + name(asked) + " refused " + name(me_) + "'s regroup: " + text);
+    }
+  }
+
+  // The leader's: every member of the last group has registered or been silent for `patience`
+  // (the survivors notice a loss within moments of each other, and serve as soon as they do).
+  bool settled(std::chrono::steady_clock::time_point now) const {
+    for (std::size_t r = 0; r < last_.workers.size(); ++r) {
+      if (r == me_ || steps_.contains(r)) continue;
+      auto const silent = silent_since_.find(r);
+      if (silent == silent_since_.end() || now - silent->second < options_.patience) return false;
+    }
+    return true;
+  }
+
+  // The leader asks the next member that has not registered, serving meanwhile. A lower rank that
+  // answers noticed the loss later than this one: it takes over (this process follows it, and
+  // tells its own registrants so). A higher one that answers is alive and on its way.
+  void probe_missing(std::chrono::steady_clock::time_point now) {
+    std::vector<std::size_t> missing;
+    for (std::size_t r = 0; r < last_.workers.size(); ++r)
+      if (r != me_ && !steps_.contains(r)) missing.push_back(r);
+    if (missing.empty()) return serve_for(std::chrono::milliseconds(20));
+    auto const rank = missing[probe_++ % missing.size()];
+    auto const answer = ask(rank);
+    if (!answer) {
+      silent_since_.try_emplace(rank, now);
+      return;
+    }
+    silent_since_.erase(rank);
+    if (rank > me_) return;
+    leading_ = false;
+    steps_.clear();
+    take_answer(rank, *answer);
+  }
+
   std::string const& address(std::size_t rank) const {
     return cluster_->worker_address(last_.workers.at(rank));
   }
@@ -188,6 +234,8 @@ class Regroup {
   std::optional<std::pair<std::string, std::string>> ask(std::size_t rank) {
     zmq::socket_t socket(context_, zmq::socket_type::req);
     socket.set(zmq::sockopt::linger, 0);
+    // A rank that is about to serve (it noticed the loss a moment later) refuses the first try.
+    socket.set(zmq::sockopt::reconnect_ivl, 20);
     socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
     socket.connect("tcp://" + address(rank));
     std::string const mine = std::to_string(me_), step = std::to_string(step_);
@@ -196,7 +244,7 @@ class Regroup {
     socket.send(zmq::buffer(mine), zmq::send_flags::sndmore);
     socket.send(zmq::buffer(step), zmq::send_flags::none);
     auto const until = std::chrono::steady_clock::now() +
-                       std::min(options_.patience, std::chrono::milliseconds(250));
+                       std::min(options_.patience, std::chrono::milliseconds(100));
     while (std::chrono::steady_clock::now() < until) {
       zmq::pollitem_t items[2] = {
           {socket.handle(), 0, ZMQ_POLLIN, 0},
@@ -266,6 +314,7 @@ class Regroup {
 
   void lead() {
     leading_ = true;
+    closes_ = std::chrono::steady_clock::now() + options_.window;
     steps_[me_] = step_;
     if (!serving_) {
       throw Error("convoy: " + name(me_) + " would lead the regroup (no lower rank answered) but " +
@@ -276,9 +325,6 @@ class Regroup {
   std::string agreed_text() const { return names(order_); }
 
   Group finish_leading(std::chrono::steady_clock::time_point deadline) {
-    auto const closes = std::min(deadline, std::chrono::steady_clock::now() + options_.window);
-    while (std::chrono::steady_clock::now() < closes && steps_.size() < last_.workers.size())
-      serve_for(std::chrono::milliseconds(20));
     closed_ = true;
     for (auto const& [rank, step] : steps_) order_.push_back(rank);
     std::stable_sort(order_.begin(), order_.end(),
@@ -341,8 +387,12 @@ class Regroup {
   std::optional<std::size_t> following_;  // the leader this process registered with
   std::optional<Group> result_;
   bool leading_ = false, closed_ = false;
-  std::map<std::size_t, std::int64_t> steps_;  // the leader's: each member's global step
-  std::vector<std::size_t> order_;             // the leader's: the new group, by last rank
+  std::size_t candidate_ = 0;  // the lower rank asked next
+  std::size_t probe_ = 0;      // a leader's: the members asked so far
+  std::map<std::size_t, std::chrono::steady_clock::time_point> silent_since_;  // the leader's
+  std::chrono::steady_clock::time_point closes_;  // the leader's window
+  std::map<std::size_t, std::int64_t> steps_;     // the leader's: each member's global step
+  std::vector<std::size_t> order_;                // the leader's: the new group, by last rank
   std::set<std::size_t> answered_;
   std::string refusal_;
 };

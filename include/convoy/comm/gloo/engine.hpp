@@ -102,9 +102,14 @@ class HostFabric {
     detail::SigpipeBlocked const no_sigpipe;
     std::vector<std::string> addresses;
     for (std::size_t p = 0; p < group_.processes(); ++p) addresses.push_back(group_.address(p));
-    context_ =
-        connect_mesh(addresses, static_cast<int>(group_.process()), listen, policy.timeout,
-                     bootstrap::Options{.timeout = policy.bootstrap_timeout, .run = group_.run()});
+    context_ = connect_mesh(addresses, static_cast<int>(group_.process()), listen, policy.timeout,
+                            bootstrap::Options{.timeout = policy.bootstrap_timeout,
+                                               // A regrouped group's members start within moments
+                                               // of each other: ask again soon.
+                                               .retry = group_.members().generation > 0
+                                                            ? std::chrono::milliseconds(50)
+                                                            : std::chrono::milliseconds(500),
+                                               .run = group_.run()});
     try {
       allreducer_ = std::make_unique<Allreducer>(context_, policy.algorithm, policy.timeout);
     } catch (::gloo::Exception const& e) {  // a peer lost as the processes first talk
@@ -164,7 +169,14 @@ class HostFabric {
     exchange_->stop();
     group_.close_liveness();
     if (context_) close_connections();
+    // The survivors notice the loss within about a step of one another (the first to notice
+    // closes its connections, which fails the others' next allreduce at once): the window and
+    // the patience for a silent lower rank follow the step's time.
+    auto const step_time = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::duration(step_ticks_.load()));
     bootstrap::RegroupOptions options;
+    options.window = std::chrono::milliseconds(2000) + 2 * step_time;
+    options.patience = std::chrono::milliseconds(500) + step_time;
     options.min_workers = policy_.min_workers;
     options.run = bootstrap::run_identity(group_.cluster());
     auto const next = bootstrap::regroup(group_.cluster(), group_.members(), step, options,
@@ -212,6 +224,11 @@ class HostFabric {
   void reduce(std::size_t bucket, std::span<float> values) {
     // A replica thread may run this (HostExchange lets a waiting replica reduce a ready bucket).
     detail::SigpipeBlocked const no_sigpipe;
+    if (bucket == 0) {  // once a step: the time between two is the step's
+      auto const now = std::chrono::steady_clock::now().time_since_epoch().count();
+      auto const last = last_step_start_.exchange(now);
+      if (last != 0) step_ticks_ = now - last;
+    }
     try {
       allreducer_->reduce(bucket, values);
     } catch (::gloo::Exception const& e) {
@@ -260,9 +277,11 @@ class HostFabric {
   std::shared_ptr<::gloo::Context> context_;
   std::unique_ptr<Allreducer> allreducer_;  // registrations on context_'s pairs: after it
   std::atomic<bool> failed_{false};
-  std::atomic<bool> stopped_{false};        // abort(): an allreduce's error is this process's doing
-  std::atomic<bool> peer_lost_{false};      // an allreduce failed on another process's account
-  std::unique_ptr<HostExchange> exchange_;  // calls reduce() on its thread; its count beats
+  std::atomic<bool> stopped_{false};    // abort(): an allreduce's error is this process's doing
+  std::atomic<bool> peer_lost_{false};  // an allreduce failed on another process's account
+  std::atomic<std::int64_t> last_step_start_{0};  // steady_clock ticks of the last bucket 0
+  std::atomic<std::int64_t> step_ticks_{0};       // between the last two
+  std::unique_ptr<HostExchange> exchange_;        // calls reduce() on its thread; its count beats
 };
 
 template <class Model, class Placement, class Sync>
