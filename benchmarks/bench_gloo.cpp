@@ -4,12 +4,15 @@
 //     (HostExchange handing it to the fabric's allreducer, as a training step does), against that
 //     allreducer called alone on the same buffer (Gloo::Algorithm::automatic), against
 //     gloo::allreduce's ring at every size (Gloo::Algorithm::ring: a rendezvous per segment, no
-//     registered buffers), and against a TCP socket pair on loopback moving the same bytes both ways at once
-//     (each process sends and receives the whole buffer: what a 2-process allreduce moves, in
-//     the fewest messages).
+//     registered buffers), and against a TCP socket pair on loopback moving the same bytes both
+//     ways at once (each process sends and receives the whole buffer: what a 2-process allreduce
+//     moves, in the fewest messages).
 //   training: the Fashion-MNIST MLP (784-500-10, 100 rows a process a step) with 2 processes of
 //     one replica under comm::Gloo, against the same 2 processes each training alone with no
 //     exchange (the ceiling), and against in-process Mirrored with 2 replicas.
+// Then recovery: the last of 3 synchronous workers killed with SIGKILL, the time to worker 0's next
+// step as the others regroup, against every task restarted from the checkpoint
+// (benchmarks/recovery.hpp).
 // Every figure is a ratio to one measured in the same run; each is the best of --repeats.
 //
 // Run: build/benchmarks/bench_gloo [--repeats N] [--steps N] [--quick] [--csv PATH] [--json PATH]
@@ -32,7 +35,9 @@
 #include "files.hpp"
 #include "options.hpp"
 #include "processes.hpp"
+#include "recovery.hpp"
 #include "report.hpp"
+#include "synthetic.hpp"
 #include "temp_dir.hpp"
 
 using namespace convoy;
@@ -234,9 +239,26 @@ int train_task(TaskOptions const& o, std::filesystem::path const& dir) {
   return 0;
 }
 
+// The recovery figures' task (benchmarks/recovery.hpp): 3 synchronous Gloo workers, a checkpoint
+// every 50 steps, each step logged.
+int recover_task(TaskOptions const& o, std::filesystem::path const& dir) {
+  using S = Strategy<nn::Mlp, place::Host, comm::Gloo, sync::Synchronous>;
+  bench::recovery::StepLog log(dir, Cluster::from_environment(RankJobs::all_workers));
+  Trainer<S> trainer{S{nn::Mlp({784, 500, 10}), {}, comm::Gloo{.timeout = 30s}}, optim::Sgd{0.05f}};
+  auto const data = testing::synthetic_classes(6000, 784, 10);
+  trainer.fit(data, {.steps = o.steps,
+                     .batch_size = 3 * rows_per_process,
+                     .log = nullptr,
+                     .checkpoint_dir = dir / "checkpoints",
+                     .checkpoint_every = 50,
+                     .callbacks = {log.callback()}});
+  return 0;
+}
+
 int task(std::string const& scenario, std::filesystem::path const& dir) {
   auto const o = parse_scenario(scenario);
   if (o.kind == "allreduce") return allreduce_task(o, dir);
+  if (o.kind == "recover") return recover_task(o, dir);
   return train_task(o, dir);
 }
 
@@ -286,9 +308,10 @@ int main(int argc, char** argv) {
   run("allreduce" + tag, dir.path);
   bench::Record allreduce;
   allreduce.set("benchmark", "gloo").set("part", "allreduce").set("processes", 2);
-  std::printf("allreduce of one buffer over 2 processes on loopback: fabric and Gloo the median of "
-              "their calls, taken in turn; per-call and TCP the best of %d\n",
-              repeats);
+  std::printf(
+      "allreduce of one buffer over 2 processes on loopback: fabric and Gloo the median of "
+      "their calls, taken in turn; per-call and TCP the best of %d\n",
+      repeats);
   std::printf("%8s %12s %12s %14s %10s %12s %10s %10s\n", "MiB", "fabric GB/s", "Gloo GB/s",
               "per-call GB/s", "TCP GB/s", "fabric/Gloo", "Gloo/TCP", "Gloo/per-call");
   {
@@ -352,5 +375,28 @@ int main(int argc, char** argv) {
                   .set("gloo_ring_2", best_ring)
                   .set("gloo_ring_vs_alone", best_ring / best_alone)
                   .set("mirrored_vs_alone", best_mirrored / best_alone));
+
+  // Recovery: the last of 3 synchronous workers killed; the others regroup and train on, against
+  // the peers' way of restarting every task from the checkpoint.
+  std::int64_t const recover_steps = quick ? 300 : 1500, kill_after = quick ? 125 : 625;
+  std::printf(
+      "\nA synchronous worker killed (3 Gloo workers, the MLP, %zu rows a worker, %lld steps, "
+      "worker 2 killed after %lld, a checkpoint every 50 steps), best of %d\n",
+      rows_per_process, static_cast<long long>(recover_steps), static_cast<long long>(kill_after),
+      repeats);
+  auto const figures =
+      bench::recovery::best_of({.program = program,
+                                .scenario = "recover:1:" + std::to_string(recover_steps) + ":0",
+                                .kill_after = kill_after,
+                                .ps = 0,
+                                .workers = 3,
+                                .rejoin = false},
+                               repeats);
+  if (!figures) return 1;
+  bench::Record recovery;
+  recovery.set("benchmark", "gloo").set("part", "recovery").set("recovery_steps", recover_steps);
+  recovery.set("recovery_kill_after", kill_after);
+  bench::recovery::report(*figures, recovery, "convoy: the other 2 regroup and train on");
+  results.add(std::move(recovery));
   return results.write() ? 0 : 1;
 }

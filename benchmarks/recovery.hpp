@@ -1,9 +1,11 @@
-// The recovery benchmark of bench_ps (the MLP) and bench_torch (the ResNet example): 1 ps + 2
-// synchronous workers, worker 1 killed with SIGKILL once it has done `kill_after` steps. Measured:
-// the time from the kill to the next step any worker completes, and from starting worker 1 again
-// to its first step in the group, convoy's way (the others train on; worker 1 rejoins), against
-// the peers' way (torchrun's: every task stopped at once and the whole job started again, the
-// chief resuming from the latest checkpoint), with the global steps that way trains a second time.
+// The recovery benchmark of bench_ps (the MLP), bench_torch (the ResNet example) and bench_gloo
+// (the MLP, 3 Gloo workers): a synchronous cluster whose last worker is killed with SIGKILL once it
+// has done `kill_after` steps. Measured: the time from the kill to the next step worker 0
+// completes, and, where the group takes a restarted worker back (the parameter server), from
+// starting it again to its first step in the group, convoy's way (the others train on; the killed
+// worker rejoins), against the peers' way (torchrun's: every task stopped at once and the whole
+// job started again, the chief resuming from the latest checkpoint), with the global steps that
+// way trains a second time.
 // Every task is the benchmark program itself, started again with `--task SCENARIO DIR`
 // (tests/support/processes.hpp); it logs each step with a StepLog.
 #pragma once
@@ -73,19 +75,20 @@ inline std::vector<std::filesystem::path> step_files(std::filesystem::path const
                                                      std::string const& task) {
   return testing::files_starting(dir, "steps-" + task + "-");
 }
-/// The first step `task` completed after `after`, by any of its processes but the first `skip`;
-/// waits up to `patience`.
+/// The first step `task` completed after `after`, by any of its processes but the first `skip`,
+/// that reached global step `from` or later; waits up to `patience`.
 inline std::optional<StepMark> first_step_after(std::filesystem::path const& dir,
                                                 std::string const& task,
                                                 clock_type::time_point after, std::size_t skip,
-                                                std::chrono::seconds patience) {
+                                                std::chrono::seconds patience,
+                                                std::int64_t from = 0) {
   auto const deadline = clock_type::now() + patience;
   while (clock_type::now() < deadline) {
     std::optional<StepMark> first;
     auto const files = step_files(dir, task);
     for (std::size_t f = skip; f < files.size(); ++f) {
       for (auto const& m : read_marks(files[f])) {
-        if (m.at > after && (!first || m.at < first->at)) first = m;
+        if (m.at > after && m.global >= from && (!first || m.at < first->at)) first = m;
       }
     }
     if (first) return first;
@@ -103,20 +106,27 @@ struct Trial {
   bool ok = false;
 };
 
-/// What a trial runs: `program --task scenario DIR` as each task; `patience` bounds each wait.
+/// What a trial runs: `program --task scenario DIR` as each of `ps` ps tasks and `workers`
+/// workers; `patience` bounds each wait. `rejoin`: convoy's way starts the killed worker again.
 struct Setup {
   std::string program;
   std::string scenario;
   std::int64_t kill_after = 0;
   std::chrono::seconds patience{60};
+  int ps = 1;
+  int workers = 2;
+  bool rejoin = true;
 };
 
 /// One trial, convoy's way or the peers' way.
 inline Trial trial(Setup const& setup, bool peers_way) {
   testing::TempDir dir("bench-recover");
   std::filesystem::create_directories(dir.path / "checkpoints");
-  std::string const spec = testing::cluster_spec(1, 2);
-  std::vector<testing::Task> tasks(3);
+  std::string const spec = testing::cluster_spec(setup.ps, setup.workers);
+  std::size_t const count = static_cast<std::size_t>(setup.ps + setup.workers);
+  std::size_t const victim = count - 1;  // the last worker
+  std::string const victim_name = "worker" + std::to_string(setup.workers - 1);
+  std::vector<testing::Task> tasks(count);
   auto start = [&](testing::Task& t, std::string const& log) {
     t.log = dir.path / log;
     t.status = -1;
@@ -124,16 +134,17 @@ inline Trial trial(Setup const& setup, bool peers_way) {
                            testing::task_environment({testing::tf_config(spec, t.job, t.index)}),
                            t.log);
   };
-  for (std::size_t i = 0; i < 3; ++i) {
-    tasks[i].job = i == 0 ? "ps" : "worker";
-    tasks[i].index = i == 0 ? 0 : static_cast<int>(i) - 1;
+  for (std::size_t i = 0; i < count; ++i) {
+    bool const ps = static_cast<int>(i) < setup.ps;
+    tasks[i].job = ps ? "ps" : "worker";
+    tasks[i].index = ps ? static_cast<int>(i) : static_cast<int>(i) - setup.ps;
     start(tasks[i], "task" + std::to_string(i) + ".log");
   }
   Trial r;
   auto const deadline = clock_type::now() + setup.patience;
   std::vector<StepMark> before;
   while (clock_type::now() < deadline) {
-    auto const files = step_files(dir.path, "worker1");
+    auto const files = step_files(dir.path, victim_name);
     if (!files.empty()) before = read_marks(files.front());
     if (static_cast<std::int64_t>(before.size()) >= setup.kill_after) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -149,31 +160,41 @@ inline Trial trial(Setup const& setup, bool peers_way) {
   std::ranges::sort(gaps);
   r.step_seconds = gaps.empty() ? 0.0 : gaps[gaps.size() / 2];
   auto const killed = clock_type::now();
-  ::kill(tasks[2].pid, SIGKILL);
-  testing::reap(tasks[2], 0);
+  ::kill(tasks[victim].pid, SIGKILL);
+  testing::reap(tasks[victim], 0);
   if (peers_way) {
     // As torchrun's agent: every other task stopped, then the whole job started again.
-    for (std::size_t i : {0, 1}) ::kill(tasks[i].pid, SIGKILL);
-    for (std::size_t i : {0, 1}) testing::reap(tasks[i], 0);
+    for (std::size_t i = 0; i < victim; ++i) ::kill(tasks[i].pid, SIGKILL);
+    for (std::size_t i = 0; i < victim; ++i) testing::reap(tasks[i], 0);
     auto const last = read_marks(step_files(dir.path, "worker0").front());
-    for (std::size_t i = 0; i < 3; ++i) start(tasks[i], "again" + std::to_string(i) + ".log");
+    for (std::size_t i = 0; i < count; ++i) start(tasks[i], "again" + std::to_string(i) + ".log");
     // A step worker 0 had in flight may end after the kill: only the new process's count.
     auto const next = first_step_after(dir.path, "worker0", killed, 1, setup.patience);
     if (!next || last.empty()) return r;
     r.to_next_step = std::chrono::duration<double>(next->at - killed).count();
     r.steps_redone = last.back().global - (next->global - 1);
   } else {
-    auto const next = first_step_after(dir.path, "worker0", killed, 0, setup.patience);
+    // The next step the killed worker took no part in: a step it had finished may end a moment
+    // later on worker 0, and so may the one after its last line, whose exchange it may have
+    // finished before the kill came and before it wrote the line.
+    auto const victim_steps = read_marks(step_files(dir.path, victim_name).front());
+    std::int64_t const from = victim_steps.empty() ? 0 : victim_steps.back().global + 2;
+    auto const next = first_step_after(dir.path, "worker0", killed, 0, setup.patience, from);
     if (!next) return r;
     r.to_next_step = std::chrono::duration<double>(next->at - killed).count();
-    auto const restarted = clock_type::now();
-    start(tasks[2], "again2.log");
-    auto const joined = first_step_after(dir.path, "worker1", restarted, 0, setup.patience);
-    if (!joined) return r;
-    r.restart_to_step = std::chrono::duration<double>(joined->at - restarted).count();
+    if (setup.rejoin) {
+      auto const restarted = clock_type::now();
+      start(tasks[victim], "again" + std::to_string(victim) + ".log");
+      auto const joined = first_step_after(dir.path, victim_name, restarted, 0, setup.patience);
+      if (!joined) return r;
+      r.restart_to_step = std::chrono::duration<double>(joined->at - restarted).count();
+    }
   }
+  bool const victim_gone = !peers_way && !setup.rejoin;
   int const hangs = testing::finish(tasks, clock_type::now() + 2 * setup.patience);
-  r.ok = hangs == 0 && std::ranges::all_of(tasks, [](auto const& t) { return t.status == 0; });
+  r.ok = hangs == 0;
+  for (std::size_t i = 0; i < count; ++i)
+    r.ok = r.ok && (tasks[i].status == 0 || (victim_gone && i == victim));
   if (!r.ok) {
     for (auto const& t : tasks) {
       std::cerr << "recovery: " << t.job << ":" << t.index << " ended with status " << t.status
@@ -203,11 +224,13 @@ inline std::optional<Figures> best_of(Setup const& setup, int repeats) {
 }
 
 /// The table, and the figures as `record`'s recovery_* fields.
-inline void report(Figures const& f, Record& record) {
+inline void report(Figures const& f, Record& record,
+                   std::string const& convoy_way =
+                       "convoy: the others train on; worker 1 "
+                       "rejoins") {
   std::printf("%-52s %12s %12s %12s\n", "", "kill->step s", "in steps", "restart->step s");
-  std::printf("%-52s %12.4f %12.1f %12.4f\n", "convoy: the others train on; worker 1 rejoins",
-              f.convoy_way.to_next_step, f.convoy_way.to_next_step / f.convoy_way.step_seconds,
-              f.convoy_way.restart_to_step);
+  std::printf("%-52s %12.4f %12.1f %12.4f\n", convoy_way.c_str(), f.convoy_way.to_next_step,
+              f.convoy_way.to_next_step / f.convoy_way.step_seconds, f.convoy_way.restart_to_step);
   std::printf("%-52s %12.4f %12.1f %12s\n", "peers: every task restarted, from the checkpoint",
               f.peers_way.to_next_step, f.peers_way.to_next_step / f.peers_way.step_seconds, "-");
   std::printf(
