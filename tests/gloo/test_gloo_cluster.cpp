@@ -4,13 +4,14 @@
 // match Mirrored with 4; BoundedStaleness<2> averages the weights every 3 steps, as computed by
 // hand; a run checkpointed by 3 workers goes on with 2; the survivors of a killed worker (worker 0
 // included) regroup and finish with one state, and a survivor that is no quorum stops with an
-// error; a process whose peer never comes, and under fail_fast the processes whose peer is killed,
-// end with an error naming it; a process whose replica fails while
-// an allreduce waits for its peer ends as soon as the peer's bytes come; every launcher's variables
-// make every rank a worker; and the fabric's allreducer alone sums changing rounds exactly. Every
-// cluster is bounded in time.
+// error; the Fashion-MNIST example loses at most 0.01 of its accuracy to a killed worker; a process
+// whose peer never comes, and under fail_fast the processes whose peer is killed, end with an error
+// naming it; a process whose replica fails while an allreduce waits for its peer ends as soon as
+// the peer's bytes come; every launcher's variables make every rank a worker; and the fabric's
+// allreducer alone sums changing rounds exactly. Every cluster is bounded in time.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+#include <signal.h>
 
 #include <array>
 #include <chrono>
@@ -518,6 +519,73 @@ TEST_CASE("of 2 workers, worker 0 lost: worker 1 stops with an error, as half wi
   CHECK_MESSAGE(tasks[1].status == 1, log);
   CHECK_MESSAGE(log.find("lost worker:0") != std::string::npos, log);
   CHECK_MESSAGE(log.find("not more than half") != std::string::npos, log);
+}
+
+// fashion_mnist --strategy multiworker as 3 Gloo workers, 1200 global steps of 600 rows; worker 2
+// killed once worker 0's log has passed global step `kill_after` (none when negative). Returns
+// worker 0's test accuracy and log.
+struct FashionRun {
+  double accuracy = 0.0;
+  long killed_at = -1;
+  std::string worker0_log;
+};
+FashionRun fashion_run(long kill_after) {
+  char const* example = std::getenv("CONVOY_FASHION_MNIST_PROGRAM");
+  REQUIRE_MESSAGE(example != nullptr, "set CONVOY_FASHION_MNIST_PROGRAM (ctest does)");
+  testing::TempDir dir("gloo-kill-fashion");
+  std::string const spec = testing::cluster_spec(0, 3);
+  std::vector<testing::Task> tasks(3);
+  for (int i = 0; i < 3; ++i) {
+    tasks[i].job = "worker";
+    tasks[i].index = i;
+    tasks[i].log = dir.path / ("worker" + std::to_string(i) + ".log");
+    // stdbuf: the progress lines reach the log as they are written.
+    tasks[i].pid = testing::spawn(
+        {"/usr/bin/stdbuf", "-oL", example, "--strategy", "multiworker", "--steps", "1200",
+         "--batch", "600", "--lr", "0.002", "--log-every", "100"},
+        testing::task_environment({testing::tf_config(spec, "worker", i)}), tasks[i].log);
+  }
+  auto const global_step = [&] {  // worker 0's last "(N global steps)"
+    auto const log = testing::read_file(tasks[0].log);
+    auto const at = log.rfind(" global steps)");
+    if (at == std::string::npos) return 0L;
+    return std::atol(log.c_str() + log.rfind('(', at) + 1);
+  };
+  FashionRun run;
+  auto const deadline = std::chrono::steady_clock::now() + 150s;
+  if (kill_after >= 0) {
+    while (global_step() < kill_after && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
+    run.killed_at = global_step();
+    ::kill(tasks[2].pid, SIGKILL);
+  }
+  CHECK(testing::finish(tasks, deadline) == 0);  // no hang
+  run.worker0_log = testing::read_file(tasks[0].log);
+  for (auto const& t : tasks) {
+    CAPTURE(t.index);
+    if (kill_after >= 0 && t.index == 2) {
+      CHECK(t.status == 128 + SIGKILL);
+    } else {
+      CHECK_MESSAGE(t.status == 0, testing::read_file(t.log));
+    }
+  }
+  auto const at = run.worker0_log.find("test accuracy: ");
+  REQUIRE_MESSAGE(at != std::string::npos, run.worker0_log);
+  run.accuracy = std::atof(run.worker0_log.c_str() + at + 15);
+  return run;
+}
+
+TEST_CASE(
+    "Fashion-MNIST, 3 Gloo workers, one killed: the others regroup within 0.01 of the accuracy") {
+  auto const whole = fashion_run(-1);
+  auto const cut = fashion_run(300);
+  std::cout << "Fashion-MNIST, multiworker, 3 Gloo workers, 1200 global steps: test accuracy "
+            << whole.accuracy << " uninterrupted, " << cut.accuracy
+            << " with worker 2 killed after global step " << cut.killed_at << "\n";
+  CHECK(cut.accuracy >= whole.accuracy - 0.01);
+  CHECK_MESSAGE(cut.worker0_log.find("lost worker:2") != std::string::npos, cut.worker0_log);
+  CHECK_MESSAGE(cut.worker0_log.find("trained 1200 global steps") != std::string::npos,
+                cut.worker0_log);
 }
 
 int main(int argc, char** argv) {
