@@ -240,6 +240,28 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
     return train_task(place::Host{}, sync::Synchronous{}, adam(), dir, 1000, {}, {.rank = 1},
                       gloo_policy(/*fail_fast=*/true));
   }
+  // "freeze-R-S": rank R stops itself (SIGSTOP) after global step S, once it has said so in
+  // "frozen"; the test resumes it after the others have regrouped without it. A 3 s timeout.
+  if (scenario.starts_with("freeze-")) {
+    int rank = -1;
+    long long step = 0;
+    std::sscanf(scenario.c_str(), "freeze-%d-%lld", &rank, &step);
+    using S = Strategy<nn::Mlp, place::Host, comm::Gloo, sync::Synchronous>;
+    auto const cluster = Cluster::from_environment(RankJobs::all_workers);
+    auto policy = gloo_policy();
+    policy.timeout = 3s;
+    Trainer<S> trainer{S{make_model(), place::Host{}, policy, sync::Synchronous{}}, adam()};
+    auto const losses = fit(trainer, survive_steps, adam(), {}, [&](StepReport const& r) {
+      if (cluster.worker_rank() == rank && r.global_step == step) {
+        std::ofstream(dir / "frozen") << ::getpid() << "\n";
+        ::raise(SIGSTOP);
+      }
+      return true;
+    });
+    write_result(dir / ("worker" + std::to_string(cluster.worker_rank()) + ".txt"), losses,
+                 trainer.strategy().weights(), trainer.strategy().global_step());
+    return 0;
+  }
   // "survive-R-S": rank R killed after global step S; the others regroup and reach step 40.
   if (scenario.starts_with("survive-")) {
     int rank = -1;
@@ -509,6 +531,33 @@ TEST_CASE("a worker killed mid-run: the others regroup without it and finish wit
     int const killed = workers == 2 ? 1 : std::rand() % 3;
     check_survivors(workers, killed, 1 + std::rand() % (survive_steps - 2));
   }
+}
+
+TEST_CASE(
+    "a worker stopped past the timeout: the others regroup and finish; resumed, it stops "
+    "with an error saying it was dropped") {
+  testing::TempDir dir("gloo-freeze");
+  auto const started = std::chrono::steady_clock::now();
+  auto tasks = testing::start_cluster(program, "freeze-1-5", dir.path, 0, 3);
+  while (!std::filesystem::exists(dir.path / "frozen") &&
+         std::chrono::steady_clock::now() - started < 60s)
+    std::this_thread::sleep_for(20ms);
+  REQUIRE(std::filesystem::exists(dir.path / "frozen"));
+  // Past the 3 s timeout and the regroup: worker 0 and 2 go on alone meanwhile.
+  while (!std::filesystem::exists(dir.path / "worker0.txt") &&
+         std::chrono::steady_clock::now() - started < 60s)
+    std::this_thread::sleep_for(50ms);
+  ::kill(tasks[1].pid, SIGCONT);
+  CHECK(testing::finish(tasks, std::chrono::steady_clock::now() + 60s) == 0);
+  auto const zero = read_result(dir.path / "worker0.txt");
+  auto const two = read_result(dir.path / "worker2.txt");
+  CHECK(zero.global_step == survive_steps);
+  CHECK(zero.weights == two.weights);
+  CHECK_MESSAGE(tasks[0].status == 0, testing::read_file(tasks[0].log));
+  CHECK_MESSAGE(tasks[2].status == 0, testing::read_file(tasks[2].log));
+  auto const log = testing::read_file(tasks[1].log);
+  CHECK_MESSAGE(tasks[1].status == 1, log);
+  CHECK_MESSAGE(log.find("went on without it") != std::string::npos, log);
 }
 
 TEST_CASE("of 2 workers, worker 0 lost: worker 1 stops with an error, as half without rank 0") {

@@ -112,10 +112,10 @@ inline std::vector<std::string> launcher_environment(std::string const& launcher
   std::vector<std::string> env;
   if (ps > 0) env.push_back("CONVOY_PS_TASKS=" + std::to_string(ps));
   if (launcher == "torchrun") {
-    env.insert(env.end(), {"RANK=" + r, "LOCAL_RANK=" + r, "WORLD_SIZE=" + n,
-                           "LOCAL_WORLD_SIZE=" + n, "GROUP_RANK=0", "ROLE_RANK=" + r,
-                           "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + b,
-                           "TORCHELASTIC_RESTART_COUNT=0"});
+    env.insert(env.end(),
+               {"RANK=" + r, "LOCAL_RANK=" + r, "WORLD_SIZE=" + n, "LOCAL_WORLD_SIZE=" + n,
+                "GROUP_RANK=0", "ROLE_RANK=" + r, "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + b,
+                "TORCHELASTIC_RESTART_COUNT=0"});
   } else if (launcher == "Open MPI") {
     env.insert(env.end(), {"OMPI_COMM_WORLD_RANK=" + r, "OMPI_COMM_WORLD_SIZE=" + n,
                            "OMPI_COMM_WORLD_LOCAL_RANK=" + r, "OMPI_COMM_WORLD_LOCAL_SIZE=" + n,
@@ -131,9 +131,9 @@ inline std::vector<std::string> launcher_environment(std::string const& launcher
 }
 
 inline bool set_by_a_launcher(std::string_view entry) {
-  for (std::string_view prefix : {"TF_CONFIG=", "RANK=", "LOCAL_RANK=", "WORLD_SIZE=",
-                                  "MASTER_ADDR=", "MASTER_PORT=", "OMPI_", "PMI_", "SLURM_",
-                                  "CONVOY_PS_TASKS=", "CONVOY_PORT=", "CONVOY_COORDINATOR="}) {
+  for (std::string_view prefix :
+       {"TF_CONFIG=", "RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=",
+        "OMPI_", "PMI_", "SLURM_", "CONVOY_PS_TASKS=", "CONVOY_PORT=", "CONVOY_COORDINATOR="}) {
     if (entry.starts_with(prefix)) return true;
   }
   return false;
@@ -143,7 +143,7 @@ struct Task {
   std::string job;
   int index = 0;
   pid_t pid = -1;
-  int status = -1;  ///< exit status, 128 + signal, or -1 when killed at the deadline
+  int status = -1;            ///< exit status, 128 + signal, or -1 when killed at the deadline
   std::filesystem::path log;  ///< its stdout and stderr (read_file(), files.hpp)
 };
 
@@ -230,12 +230,11 @@ inline int finish(std::vector<Task>& tasks, std::chrono::steady_clock::time_poin
 }
 
 /// Starts `ps` ps tasks and `workers` workers of `program --task scenario dir`, each with its
-/// TF_CONFIG (or, when `launcher` is named, the variables that launcher sets); waits at most
-/// `limit` for all of them. Returns the tasks with their exit statuses.
-inline std::vector<Task> run_cluster(std::string program, std::string const& scenario,
-                                     std::filesystem::path const& dir, int ps, int workers,
-                                     std::string const& launcher = {},
-                                     std::chrono::seconds limit = std::chrono::seconds(120)) {
+/// TF_CONFIG (or, when `launcher` is named, the variables that launcher sets); returns the running
+/// tasks.
+inline std::vector<Task> start_cluster(std::string const& program, std::string const& scenario,
+                                       std::filesystem::path const& dir, int ps, int workers,
+                                       std::string const& launcher = {}) {
   int const base = launcher.empty() ? 0 : free_port_block(ps + workers);
   std::string const spec = cluster_spec(ps, workers);
   std::vector<Task> tasks;
@@ -253,6 +252,14 @@ inline std::vector<Task> run_cluster(std::string program, std::string const& sce
     t.log = dir / (t.job + std::to_string(t.index) + ".log");
     t.pid = spawn({program, "--task", scenario, dir.string()}, env, t.log);
   }
+  return tasks;
+}
+/// The same, waiting at most `limit` for all of them; returns the tasks with their exit statuses.
+inline std::vector<Task> run_cluster(std::string const& program, std::string const& scenario,
+                                     std::filesystem::path const& dir, int ps, int workers,
+                                     std::string const& launcher = {},
+                                     std::chrono::seconds limit = std::chrono::seconds(120)) {
+  auto tasks = start_cluster(program, scenario, dir, ps, workers, launcher);
   finish(tasks, std::chrono::steady_clock::now() + limit);
   return tasks;
 }

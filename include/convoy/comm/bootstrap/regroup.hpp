@@ -342,6 +342,13 @@ class Regroup {
                                 "); they may be one side of a cut network whose other side "
                                 "trains on"
                           : "fewer than min_workers " + std::to_string(options_.min_workers));
+      // Alone, this process may be the one that was lost to the others: stopped or cut off past
+      // their timeout, it comes back to find they went on without it.
+      if (m == 1 && n > 1) {
+        refusal_ +=
+            " (or this process was stopped or cut off past the exchange's timeout, and "
+            "the others went on without it)";
+      }
     } else if (options_.log) {
       *options_.log << "convoy: the group of " << n << " "
                     << (lost.empty() ? "re-formed with every member" : "lost " + lost_text) << "; "
