@@ -512,12 +512,7 @@ TEST_CASE(
     "under convoy-launch --max-restarts 1, a killed synchronous worker is started again and "
     "rejoins; the run reaches its step") {
   testing::TempDir dir("ps-launch-restart");
-  char const* named = std::getenv("CONVOY_LAUNCH");
-  std::string const launcher =
-      named ? named
-            : (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "tools" /
-               "convoy-launch")
-                  .string();
+  std::string const launcher = testing::convoy_launch();
   std::vector<testing::Task> run(1);
   run[0].job = "launcher";
   run[0].log = dir.path / "launch.log";

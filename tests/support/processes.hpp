@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -262,6 +263,15 @@ inline std::vector<Task> run_cluster(std::string const& program, std::string con
   auto tasks = start_cluster(program, scenario, dir, ps, workers, launcher);
   finish(tasks, std::chrono::steady_clock::now() + limit);
   return tasks;
+}
+
+/// tools/convoy-launch of this checkout, or the one CONVOY_LAUNCH names.
+inline std::string convoy_launch() {
+  char const* named = std::getenv("CONVOY_LAUNCH");
+  if (named) return named;
+  return (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "tools" /
+          "convoy-launch")
+      .string();
 }
 
 /// The task half of such a program's main: for "<program> --task <scenario> <dir>", runs
