@@ -43,6 +43,7 @@ using namespace std::chrono_literals;
 
 constexpr std::int64_t steps = 12;
 constexpr std::int64_t survive_steps = 40;
+constexpr std::int64_t rejoin_steps = 6000;  // long enough for a process to start again
 constexpr std::size_t batch_size = 48;
 
 io::Dataset data() { return testing::cluster_data(); }
@@ -261,6 +262,16 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
     write_result(dir / ("worker" + std::to_string(cluster.worker_rank()) + ".txt"), losses,
                  trainer.strategy().weights(), trainer.strategy().global_step());
     return 0;
+  }
+  // "rejoin-R-S": rank R killed after global step S in its first life (CONVOY_RESTART unset);
+  // started again, it joins the others, and all three reach step rejoin_steps.
+  if (scenario.starts_with("rejoin-")) {
+    int rank = -1;
+    long long step = 0;
+    std::sscanf(scenario.c_str(), "rejoin-%d-%lld", &rank, &step);
+    if (char const* again = std::getenv("CONVOY_RESTART"); again && std::atoi(again) > 0) rank = -1;
+    return train_task(place::Host{}, sync::Synchronous{}, adam(), dir, rejoin_steps, {},
+                      {.rank = rank, .step = step});
   }
   // "survive-R-S": rank R killed after global step S; the others regroup and reach step 40.
   if (scenario.starts_with("survive-")) {
@@ -558,6 +569,86 @@ TEST_CASE(
   auto const log = testing::read_file(tasks[1].log);
   CHECK_MESSAGE(tasks[1].status == 1, log);
   CHECK_MESSAGE(log.find("went on without it") != std::string::npos, log);
+}
+
+TEST_CASE(
+    "a killed worker started again joins the group at a step boundary and all finish as one") {
+  for (int killed : {1, 0}) {
+    CAPTURE(killed);
+    testing::TempDir dir("gloo-rejoin");
+    std::string const spec = testing::cluster_spec(0, 3);
+    std::string const scenario = "rejoin-" + std::to_string(killed) + "-5";
+    std::vector<testing::Task> tasks(3);
+    auto start = [&](int i, std::vector<std::string> more) {
+      more.push_back(testing::tf_config(spec, "worker", i));
+      tasks[i].job = "worker";
+      tasks[i].index = i;
+      tasks[i].status = -1;
+      tasks[i].log =
+          dir.path / ("worker" + std::to_string(i) + (more.size() > 1 ? "-again" : "") + ".log");
+      tasks[i].pid = testing::spawn({program, "--task", scenario, dir.path.string()},
+                                    testing::task_environment(more), tasks[i].log);
+    };
+    for (int i = 0; i < 3; ++i) start(i, {});
+    auto const deadline = std::chrono::steady_clock::now() + 60s;
+    testing::reap(tasks[killed], 0);
+    REQUIRE(tasks[killed].status == 9);
+    int const other = killed == 0 ? 1 : 0;
+    while (testing::read_file(tasks[other].log).find("trains on as process") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
+    start(killed, {"CONVOY_RESTART=1"});
+    CHECK(testing::finish(tasks, deadline) == 0);
+    std::optional<Result> first;
+    for (auto const& t : tasks) {
+      CAPTURE(t.index);
+      auto const log = testing::read_file(t.log);
+      REQUIRE_MESSAGE(t.status == 0, log);
+      auto const got = read_result(dir.path / ("worker" + std::to_string(t.index) + ".txt"));
+      CHECK(got.global_step == rejoin_steps);
+      if (!first) {
+        first = got;
+      } else {
+        CHECK(got.weights == first->weights);  // one state: bit for bit
+      }
+    }
+    auto const again = testing::read_file(tasks[killed].log);
+    CHECK_MESSAGE(again.find("joins as process") != std::string::npos, again);
+    std::string all;
+    for (auto const& t : tasks) all += testing::read_file(t.log);
+    CHECK_MESSAGE(all.find("takes in worker:" + std::to_string(killed)) != std::string::npos, all);
+  }
+}
+
+TEST_CASE(
+    "under convoy-launch --max-restarts 1, a killed worker is started again and joins; the run "
+    "reaches its step") {
+  testing::TempDir dir("gloo-launch-restart");
+  std::string const launcher = testing::convoy_launch();
+  std::vector<testing::Task> run(1);
+  run[0].job = "launcher";
+  run[0].log = dir.path / "launch.log";
+  run[0].pid = testing::spawn({launcher, "--workers", "3", "--max-restarts", "1", "--", program,
+                               "--task", "rejoin-1-5", dir.path.string()},
+                              testing::task_environment({}), run[0].log);
+  CHECK(testing::finish(run, std::chrono::steady_clock::now() + 90s) == 0);
+  auto const log = testing::read_file(run[0].log);
+  CHECK_MESSAGE(run[0].status == 0, log);
+  CHECK_MESSAGE(log.find("convoy-launch: worker:1 exited with code 9; starting it again (restart 1 "
+                         "of 1)") != std::string::npos,
+                log);
+  CHECK_MESSAGE(log.find("[worker:1] convoy: worker:1 joins as process") != std::string::npos, log);
+  std::optional<Result> first;
+  for (int w = 0; w < 3; ++w) {
+    CAPTURE(w);
+    auto const got = read_result(dir.path / ("worker" + std::to_string(w) + ".txt"));
+    CHECK(got.global_step == rejoin_steps);
+    if (!first) {
+      first = got;
+    } else {
+      CHECK(got.weights == first->weights);
+    }
+  }
 }
 
 TEST_CASE("of 2 workers, worker 0 lost: worker 1 stops with an error, as half without rank 0") {

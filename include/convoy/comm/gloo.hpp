@@ -58,6 +58,10 @@ struct Gloo {
   /// with an error naming the lost one instead.
   bool fail_fast = false;
   std::size_t min_workers = 1;
+  /// A worker started again (tools/convoy-launch --max-restarts sets CONVOY_RESTART) asks the
+  /// group to take it in; it is taken in at the next step boundary, with the state of the member
+  /// furthest on, while the group has fewer than max_workers (0: every worker of the cluster).
+  std::size_t max_workers = 0;
   /// The address Gloo's TCP connections listen on; empty: this task's host in the cluster.
   std::string host{};
   /// A network interface to listen on instead ("eth0"), which Gloo resolves to its address.

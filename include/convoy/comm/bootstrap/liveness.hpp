@@ -17,6 +17,7 @@
 #include <iostream>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -137,9 +138,13 @@ class LivenessBoard {
       std::vector<zmq::message_t> message;
       if (!zmq::recv_multipart(socket_, std::back_inserter(message), zmq::recv_flags::dontwait))
         continue;
-      // [identity] [tag] [run] [beat|ask|bye] [process] [issued]; anything else is dropped.
+      // [identity] [tag] [run] [beat|ask|bye|join] [process] [issued]; anything else is dropped.
       if (message.size() != 6 || detail::frame(message[1]) != detail::liveness_tag) continue;
       auto const kind = detail::frame(message[3]);
+      if (kind == "join") {
+        joining(message);
+        continue;
+      }
       int process = -1;
       std::int64_t issued = -1;
       try {
@@ -174,6 +179,34 @@ class LivenessBoard {
       socket_.send(zmq::buffer(run_), zmq::send_flags::sndmore);
       socket_.send(zmq::buffer(text.str()), zmq::send_flags::dontwait);
     }
+  }
+
+  // A process started again that asks to join the group, naming its rank in the cluster and
+  // the run's identity without the group's generation, which it cannot know: it is answered with
+  // the group's run identity, and its rank kept until the group takes it in.
+  void joining(std::vector<zmq::message_t>& message) {
+    auto const base =
+        run_.substr(0, run_.rfind("/g") == std::string::npos ? run_.size() : run_.rfind("/g"));
+    int rank = -1;
+    try {
+      rank = std::stoi(detail::frame(message[4]));
+    } catch (std::exception const&) {
+      return;
+    }
+    if (message[2].to_string_view() != base || rank < 0 || rank > 65535) {
+      stranger(message[1], "join", rank);
+      return;
+    }
+    identified_.insert(message[1].get(ZMQ_SRCFD));
+    {
+      std::lock_guard lock(mutex_);
+      joiners_.insert(rank);
+      has_joiners_ = true;
+    }
+    socket_.send(std::move(message[0]), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(detail::liveness_tag), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(run_), zmq::send_flags::sndmore);
+    socket_.send(zmq::str_buffer("joining"), zmq::send_flags::dontwait);
   }
 
   // A message of another run, naming `process`: dropped and counted; the first one is said on
@@ -213,6 +246,13 @@ class LivenessBoard {
   std::int64_t over_cap() const { return over_cap_.load(); }
   /// Messages dropped because they came from another run.
   std::int64_t strangers() const { return strangers_.load(); }
+  /// Whether a process started again has asked to join (cheap: read at every step), and the
+  /// cluster ranks of those that have.
+  bool has_joiners() const { return has_joiners_.load(std::memory_order_relaxed); }
+  std::vector<std::size_t> joiners() const {
+    std::lock_guard lock(mutex_);
+    return {joiners_.begin(), joiners_.end()};
+  }
 
  private:
   zmq::context_t context_;
@@ -222,7 +262,9 @@ class LivenessBoard {
   std::set<int> identified_;  // descriptors a valid message came on
   std::atomic<std::int64_t> over_cap_{0};
   std::atomic<std::int64_t> strangers_{0};
-  std::mutex mutex_;  // board_, between the serving thread and linger()
+  std::set<std::size_t> joiners_;  // under mutex_
+  std::atomic<bool> has_joiners_{false};
+  mutable std::mutex mutex_;  // board_ and joiners_, between the serving thread and the others
   std::vector<Entry> board_;
   std::string address_;
   std::string run_;
@@ -398,5 +440,33 @@ class LivenessReporter {
   LivenessOptions options_;
   std::jthread thread_;  // last: stopped first
 };
+
+/// A process started again asks the board at `address` to be taken into the group, as cluster
+/// worker rank `rank` of the run `run` (run_identity(), without a generation): the group's run
+/// identity with its generation when the board answers within `wait`, nothing otherwise.
+inline std::optional<std::string> knock(std::string const& address, std::string const& run,
+                                        std::size_t rank, std::chrono::milliseconds wait) {
+  zmq::context_t context;
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
+  socket.connect("tcp://" + address);
+  std::string const text = std::to_string(rank);
+  socket.send(zmq::buffer(detail::liveness_tag), zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(run), zmq::send_flags::sndmore);
+  socket.send(zmq::str_buffer("join"), zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(text), zmq::send_flags::sndmore);
+  socket.send(zmq::str_buffer("0"), zmq::send_flags::none);
+  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  comm::detail::poll(&item, 1, wait);
+  std::vector<zmq::message_t> answer;
+  if ((item.revents & ZMQ_POLLIN) == 0 ||
+      !zmq::recv_multipart(socket, std::back_inserter(answer), zmq::recv_flags::dontwait) ||
+      answer.size() != 3 || detail::frame(answer[0]) != detail::liveness_tag ||
+      detail::frame(answer[2]) != "joining" || !answer[1].to_string_view().starts_with(run)) {
+    return std::nullopt;
+  }
+  return detail::frame(answer[1]);
+}
 
 }  // namespace convoy::comm::bootstrap

@@ -131,6 +131,12 @@ class ProcessGroup {
   void linger_board(std::chrono::milliseconds at_most) {
     if (board_) board_->linger(stale_, at_most);
   }
+  /// On the group's rank 0: whether a process started again has asked to join (cheap), and the
+  /// cluster ranks of those that have.
+  bool has_joiners() const { return board_ && board_->has_joiners(); }
+  std::vector<std::size_t> joiners() const {
+    return board_ ? board_->joiners() : std::vector<std::size_t>{};
+  }
   /// Stops beating and closes the board at once, giving up the coordinator's address: before
   /// the survivors regroup, when every process serves at its own.
   void close_liveness() {

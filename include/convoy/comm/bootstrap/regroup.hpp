@@ -45,6 +45,11 @@ struct RegroupOptions {
   std::chrono::milliseconds window{2000};
   /// Fewer members than this end the run, quorum or not.
   std::size_t min_workers = 1;
+  /// Processes started again that asked to join (cluster worker ranks): the leader waits for
+  /// them too, within the window, and takes them in after the members, up to max_workers.
+  std::vector<std::size_t> newcomers{};
+  /// More members than this: the newcomers past it are refused (0: no limit).
+  std::size_t max_workers = 0;
   /// The run's identity (run_identity()); the generation is added to it.
   std::string run{};
   /// Where the leader says who was lost and who goes on; null: nowhere.
@@ -185,6 +190,8 @@ class Regroup {
   // The leader's: every member of the last group has registered or been silent for `patience`
   // (the survivors notice a loss within moments of each other, and serve as soon as they do).
   bool settled(std::chrono::steady_clock::time_point now) const {
+    for (auto c : options_.newcomers)
+      if (!joined_.contains(c)) return false;  // it knocked a moment ago: within the window
     for (std::size_t r = 0; r < last_.workers.size(); ++r) {
       if (r == me_ || steps_.contains(r)) continue;
       auto const silent = silent_since_.find(r);
@@ -293,6 +300,7 @@ class Regroup {
       return reply(same_run ? "closed" : "error",
                    same_run ? "another generation of the group" : "another run");
     }
+    if (request[2].to_string_view().starts_with("+")) return newcomer(request);
     auto const rank = split(request[2].to_string_view(), last_.workers.size());
     auto const step = number(request[3].to_string_view());
     if (!rank || rank->size() != 1 || (*rank)[0] == me_ || !step)
@@ -306,10 +314,29 @@ class Regroup {
       if (!steps_.contains(them)) return reply("closed", "it re-formed as " + agreed_text());
       answered_.insert(them);
       if (!refusal_.empty()) return reply("error", refusal_);
-      return reply("group", join(order_));
+      return reply("group", join(agreed_));
     }
     if (following_) return reply("follow", std::to_string(*following_));
     return reply("searching", "");
+  }
+
+  // A process started again, registering as "+<cluster rank>": the leader takes it in while open.
+  void newcomer(std::vector<zmq::message_t> const& request) {
+    auto const rank = split(request[2].to_string_view().substr(1), cluster_->worker_count());
+    if (!rank || rank->size() != 1 ||
+        std::find(last_.workers.begin(), last_.workers.end(), (*rank)[0]) != last_.workers.end())
+      return reply("error", "a malformed request to join");
+    auto const c = (*rank)[0];
+    if (!leading_) return reply(following_ ? "follow" : "searching", "");
+    if (!closed_) {
+      joined_.insert(c);
+      return reply("lead", "");
+    }
+    if (std::find(agreed_.begin(), agreed_.end(), c) == agreed_.end())
+      return reply("closed", "it re-formed as " + agreed_text());
+    newcomers_answered_.insert(c);
+    if (!refusal_.empty()) return reply("error", refusal_);
+    return reply("group", join(agreed_));
   }
 
   void lead() {
@@ -322,7 +349,14 @@ class Regroup {
     }
   }
 
-  std::string agreed_text() const { return names(order_); }
+  std::string agreed_text() const {
+    std::string text;
+    for (auto c : agreed_) {
+      if (!text.empty()) text += ", ";
+      text += cluster_->worker_task(c) + " at " + cluster_->worker_address(c);
+    }
+    return text;
+  }
 
   Group finish_leading(std::chrono::steady_clock::time_point deadline) {
     closed_ = true;
@@ -335,6 +369,13 @@ class Regroup {
     auto const lost_text = names(lost);
     auto const n = last_.workers.size(), m = order_.size();
     bool const quorum = 2 * m > n || (2 * m == n && steps_.contains(0));
+    for (auto r : order_) agreed_.push_back(last_.workers.at(r));
+    std::vector<std::size_t> taken_in;
+    for (auto c : joined_) {
+      if (options_.max_workers != 0 && agreed_.size() >= options_.max_workers) break;
+      agreed_.push_back(c);
+      taken_in.push_back(c);
+    }
     if (!quorum || m < options_.min_workers) {
       refusal_ = "the group of " + std::to_string(n) + " lost " + lost_text + ": " +
                  std::to_string(m) + " of " + std::to_string(n) + " remain, " +
@@ -350,36 +391,52 @@ class Regroup {
             "the others went on without it)";
       }
     } else if (options_.log) {
-      *options_.log << "convoy: the group of " << n << " "
-                    << (lost.empty() ? "re-formed with every member" : "lost " + lost_text) << "; "
-                    << m << " go on (" << agreed_text() << "), from global step "
+      std::string change;
+      if (!lost.empty()) change = "lost " + lost_text;
+      for (auto c : taken_in) {
+        if (c != taken_in.front()) {
+          change += ", ";
+        } else if (!change.empty()) {
+          change += "; takes in ";
+        } else {
+          change += "takes in ";
+        }
+        change += cluster_->worker_task(c);
+        change += " at ";
+        change += cluster_->worker_address(c);
+      }
+      if (change.empty()) change = "re-formed with every member";
+      *options_.log << "convoy: the group of " << n << " " << change << "; " << agreed_.size()
+                    << " go on (" << agreed_text() << "), from global step "
                     << steps_[order_.front()] << std::endl;
     }
     // Every member fetches its answer; a member whose answer was lost asks again meanwhile.
     auto const linger =
         std::min(deadline, std::chrono::steady_clock::now() + 2 * options_.patience);
-    while (std::chrono::steady_clock::now() < linger && answered_.size() + 1 < m)
+    while (std::chrono::steady_clock::now() < linger &&
+           answered_.size() + 1 + newcomers_answered_.size() < agreed_.size())
       serve_for(std::chrono::milliseconds(20));
     if (!refusal_.empty()) throw Error("convoy: " + refusal_ + "; the run stops");
-    return group_of(order_);
+    return group_of(agreed_);
   }
 
   void take_group(std::string const& text, std::size_t from) {
-    auto const order = split(text, last_.workers.size());
-    if (!order || std::find(order->begin(), order->end(), me_) == order->end()) {
+    auto const workers = split(text, cluster_->worker_count());
+    auto const mine = last_.workers.at(me_);
+    if (!workers || std::find(workers->begin(), workers->end(), mine) == workers->end()) {
       throw ProtocolError("convoy: " + name(from) + " answered the regroup with group '" + text +
                           "', which does not hold " + name(me_));
     }
-    result_ = group_of(*order);
+    result_ = group_of(*workers);
   }
 
-  Group group_of(std::vector<std::size_t> const& order) const {
-    Group g{.workers = {}, .rank = 0, .generation = last_.generation + 1};
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      g.workers.push_back(last_.workers.at(order[i]));
-      if (order[i] == me_) g.rank = i;
-    }
-    return g;
+  // The group of `workers` (cluster ranks, in order), this process's place in it.
+  Group group_of(std::vector<std::size_t> const& workers) const {
+    return Group{
+        .workers = workers,
+        .rank = static_cast<std::size_t>(
+            std::find(workers.begin(), workers.end(), last_.workers.at(me_)) - workers.begin()),
+        .generation = last_.generation + 1};
   }
 
   Cluster const* cluster_;
@@ -399,11 +456,69 @@ class Regroup {
   std::map<std::size_t, std::chrono::steady_clock::time_point> silent_since_;  // the leader's
   std::chrono::steady_clock::time_point closes_;  // the leader's window
   std::map<std::size_t, std::int64_t> steps_;     // the leader's: each member's global step
-  std::vector<std::size_t> order_;                // the leader's: the new group, by last rank
+  std::vector<std::size_t> agreed_;               // the leader's: the new group, by cluster rank
+  std::set<std::size_t> joined_;  // the leader's: newcomers registered (cluster ranks)
+  std::set<std::size_t> newcomers_answered_;
+  std::vector<std::size_t> order_;  // the leader's: the new group, by last rank
   std::set<std::size_t> answered_;
   std::string refusal_;
 };
 }  // namespace detail
+
+/// A process started again joins the group whose rank 0 at `leader` answered its knock with the
+/// group's run identity `group_run` (run_identity(), then "/g<generation>" past generation 0): it
+/// registers as cluster worker rank `rank` until the group, having finished its step, regroups
+/// and takes it in. Blocks up to `timeout`. Returns the new group and its place in it; throws Error
+/// when the group re-formed without it or refused it, TimeoutError after `timeout`.
+inline Group join_group(Cluster const& cluster, std::size_t rank, std::string const& leader,
+                        std::string const& group_run, std::chrono::milliseconds timeout) {
+  auto const at = group_run.rfind("/g");
+  std::uint64_t generation = 0;
+  if (at != std::string::npos) generation = std::stoull(group_run.substr(at + 2));
+  std::string const run = group_run.substr(0, at == std::string::npos ? group_run.size() : at) +
+                          "/g" + std::to_string(generation);
+  std::string const me = "+" + std::to_string(rank);
+  zmq::context_t context;
+  auto const deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    zmq::socket_t socket(context, zmq::socket_type::req);
+    socket.set(zmq::sockopt::linger, 0);
+    socket.set(zmq::sockopt::reconnect_ivl, 20);
+    socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
+    socket.connect("tcp://" + leader);
+    socket.send(zmq::buffer(detail::regroup_protocol), zmq::send_flags::sndmore);
+    socket.send(zmq::buffer(run), zmq::send_flags::sndmore);
+    socket.send(zmq::buffer(me), zmq::send_flags::sndmore);
+    socket.send(zmq::str_buffer("0"), zmq::send_flags::none);
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    comm::detail::poll(&item, 1, std::chrono::milliseconds(100));
+    std::vector<zmq::message_t> answer;
+    if ((item.revents & ZMQ_POLLIN) == 0 ||
+        !zmq::recv_multipart(socket, std::back_inserter(answer), zmq::recv_flags::dontwait) ||
+        answer.size() != 2)
+      continue;  // the board still holds the address: the group has not begun to regroup
+    auto const kind = answer[0].to_string(), text = answer[1].to_string();
+    if (kind == "group") {
+      auto const workers = detail::split(text, cluster.worker_count());
+      if (!workers || std::find(workers->begin(), workers->end(), rank) == workers->end()) {
+        throw ProtocolError("convoy: " + cluster.worker_task(rank) + " asked to join at " + leader +
+                            " and got the group '" + text + "', which does not hold it");
+      }
+      return Group{.workers = *workers,
+                   .rank = static_cast<std::size_t>(
+                       std::find(workers->begin(), workers->end(), rank) - workers->begin()),
+                   .generation = generation + 1};
+    }
+    if (kind == "closed" || kind == "error") {
+      throw Error("convoy: " + cluster.worker_task(rank) + " asked to join the group at " + leader +
+                  " and was refused: " + text);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // "lead": taken; wait
+  }
+  throw TimeoutError("convoy: " + cluster.worker_task(rank) + " asked to join the group at " +
+                     leader + " but was not taken in within " + std::to_string(timeout.count()) +
+                     " ms");
+}
 
 /// Called by every survivor of `last` (this process is last.rank) once its collective failed, with
 /// its global `step`: blocks until the survivors agree on a new group (within `timeout`) and

@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -87,7 +88,8 @@ class HostFabric {
   HostFabric(Gloo const& policy, Group& group, BucketPlan const& plan,
              std::optional<bootstrap::Group> members = {})
       : policy_(policy),
-        group_(policy.cluster, group.size(), "comm::Gloo", std::move(members)),
+        group_(policy.cluster, group.size(), "comm::Gloo",
+               members ? std::move(members) : joined(policy)),
         timeout_(policy.timeout) {
     for (auto const& b : plan.buckets()) largest_bucket_ = std::max(largest_bucket_, b.size);
     if (group_.processes() == 1) {
@@ -156,7 +158,9 @@ class HostFabric {
   std::vector<std::size_t> const& members() const { return group_.members().workers; }
   /// True after an exchange failed because another process was lost (not this one's own doing),
   /// unless the policy is fail_fast: the survivors may regroup.
-  bool may_regroup() const { return peer_lost_.load() && !policy_.fail_fast; }
+  bool may_regroup() const {
+    return (peer_lost_.load() || taking_in_.load()) && !policy_.fail_fast;
+  }
   /// Gives up this fabric's connections, board and address, agrees with the other survivors on
   /// the new group (bootstrap::regroup, at `step`, this process's global step) and connects it:
   /// the fabric to go on with. `why`: the failure, for the log. Throws Error when the survivors
@@ -164,9 +168,15 @@ class HostFabric {
   template <class Group>
   std::unique_ptr<HostFabric> regroup(Group& group, BucketPlan const& plan, std::int64_t step,
                                       std::string const& why) {
-    std::clog << "convoy: " << group_.task() << " lost the group at global step " << step << " ("
-              << why << "); regrouping" << std::endl;
+    if (taking_in_) {
+      std::clog << "convoy: " << group_.task() << " regroups after global step " << step
+                << " to take in a process started again" << std::endl;
+    } else {
+      std::clog << "convoy: " << group_.task() << " lost the group at global step " << step << " ("
+                << why << "); regrouping" << std::endl;
+    }
     exchange_->stop();
+    auto const joiners = group_.joiners();  // before the board goes
     group_.close_liveness();
     if (context_) close_connections();
     // The survivors notice the loss within about a step of one another (the first to notice
@@ -178,6 +188,8 @@ class HostFabric {
     options.window = std::chrono::milliseconds(2000) + 2 * step_time;
     options.patience = std::chrono::milliseconds(500) + step_time;
     options.min_workers = policy_.min_workers;
+    options.newcomers = joiners;
+    options.max_workers = policy_.max_workers;
     options.run = bootstrap::run_identity(group_.cluster());
     auto const next = bootstrap::regroup(group_.cluster(), group_.members(), step, options,
                                          policy_.bootstrap_timeout);
@@ -201,6 +213,39 @@ class HostFabric {
   }
 
  private:
+  // A worker started again (CONVOY_RESTART above 0) asks each worker's address for the group's
+  // board in turn, a few rounds; the one that answers takes it in at its next step boundary
+  // (bootstrap::join_group). When none answers (every task was started again), the run meets
+  // afresh.
+  static std::optional<bootstrap::Group> joined(Gloo const& policy) {
+    char const* restart = std::getenv("CONVOY_RESTART");
+    if (restart == nullptr || std::atoi(restart) <= 0) return std::nullopt;
+    Cluster const cluster =
+        policy.cluster ? *policy.cluster : Cluster::from_environment(RankJobs::all_workers);
+    if (cluster.single_process() || cluster.worker_rank() < 0) return std::nullopt;
+    auto const me = static_cast<std::size_t>(cluster.worker_rank());
+    auto const run = bootstrap::run_identity(cluster);
+    for (int round = 0; round < 3; ++round) {
+      for (std::size_t w = 0; w < cluster.worker_count(); ++w) {
+        if (w == me) continue;
+        auto const& address = cluster.worker_address(w);
+        auto const group_run = bootstrap::knock(address, run, me, std::chrono::milliseconds(300));
+        if (!group_run) continue;
+        std::clog << "convoy: " << cluster.worker_task(me)
+                  << " (started again) asks the group to take it in, at " << address << std::endl;
+        auto group =
+            bootstrap::join_group(cluster, me, address, *group_run, policy.bootstrap_timeout);
+        std::clog << "convoy: " << cluster.worker_task(me) << " joins as process " << group.rank
+                  << " of " << group.workers.size() << " (the group's generation "
+                  << group.generation << ")" << std::endl;
+        return group;
+      }
+    }
+    std::clog << "convoy: " << cluster.worker_task(me)
+              << " was started again, but no group answered: the run meets afresh" << std::endl;
+    return std::nullopt;
+  }
+
   // Where Gloo's TCP connections listen: the policy's host or interface, else this task's host in
   // the cluster. Throws Error for an address off loopback without allow_plaintext.
   Listen listen_address(Gloo const& policy) const {
@@ -224,6 +269,13 @@ class HostFabric {
   void reduce(std::size_t bucket, std::span<float> values) {
     // A replica thread may run this (HostExchange lets a waiting replica reduce a ready bucket).
     detail::SigpipeBlocked const no_sigpipe;
+    // A process started again asked rank 0's board to join: the group stops at this step
+    // boundary (this step not begun anywhere) and regroups with it.
+    if (bucket == 0 && !policy_.fail_fast && group_.has_joiners()) {
+      taking_in_ = true;
+      throw Error("convoy: " + group_.task() + " stops the group's step to take in a process " +
+                  "started again");
+    }
     if (bucket == 0) {  // once a step: the time between two is the step's
       auto const now = std::chrono::steady_clock::now().time_since_epoch().count();
       auto const last = last_step_start_.exchange(now);
@@ -279,6 +331,7 @@ class HostFabric {
   std::atomic<bool> failed_{false};
   std::atomic<bool> stopped_{false};    // abort(): an allreduce's error is this process's doing
   std::atomic<bool> peer_lost_{false};  // an allreduce failed on another process's account
+  std::atomic<bool> taking_in_{false};  // this process stopped the step for a joiner
   std::atomic<std::int64_t> last_step_start_{0};  // steady_clock ticks of the last bucket 0
   std::atomic<std::int64_t> step_ticks_{0};       // between the last two
   std::unique_ptr<HostExchange> exchange_;        // calls reduce() on its thread; its count beats
