@@ -269,8 +269,12 @@ inline std::vector<Task> run_cluster(std::string const& program, std::string con
 inline std::string convoy_launch() {
   char const* named = std::getenv("CONVOY_LAUNCH");
   if (named) return named;
-  return (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "tools" /
-          "convoy-launch")
+  return (std::filesystem::path(__FILE__)
+              .lexically_normal()
+              .parent_path()
+              .parent_path()
+              .parent_path() /
+          "tools" / "convoy-launch")
       .string();
 }
 

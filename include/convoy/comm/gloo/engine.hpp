@@ -214,7 +214,7 @@ class HostFabric {
 
  private:
   // A worker started again (CONVOY_RESTART above 0) asks each worker's address for the group's
-  // board in turn, a few rounds; the one that answers takes it in at its next step boundary
+  // board in turn, for up to 10 s; the one that answers takes it in at its next step boundary
   // (bootstrap::join_group). When none answers (every task was started again), the run meets
   // afresh.
   static std::optional<bootstrap::Group> joined(Gloo const& policy) {
@@ -225,7 +225,11 @@ class HostFabric {
     if (cluster.single_process() || cluster.worker_rank() < 0) return std::nullopt;
     auto const me = static_cast<std::size_t>(cluster.worker_rank());
     auto const run = bootstrap::run_identity(cluster);
-    for (int round = 0; round < 3; ++round) {
+    // Long enough for a group that is regrouping after this worker's loss to have its board up.
+    auto const until =
+        std::chrono::steady_clock::now() +
+        std::min<std::chrono::milliseconds>(policy.bootstrap_timeout, std::chrono::seconds(10));
+    while (std::chrono::steady_clock::now() < until) {
       for (std::size_t w = 0; w < cluster.worker_count(); ++w) {
         if (w == me) continue;
         auto const& address = cluster.worker_address(w);
