@@ -1,13 +1,11 @@
 // The recovery benchmark of bench_ps (the MLP), bench_torch (the ResNet example) and bench_gloo
 // (the MLP, 3 Gloo workers): a synchronous cluster whose last worker is killed with SIGKILL once it
 // has done `kill_after` steps. Measured: the time from the kill to the next step worker 0
-// completes, and, where the group takes a restarted worker back (the parameter server), from
-// starting it again to its first step in the group, convoy's way (the others train on; the killed
-// worker rejoins), against the peers' way (torchrun's: every task stopped at once and the whole
-// job started again, the chief resuming from the latest checkpoint), with the global steps that
-// way trains a second time.
-// Every task is the benchmark program itself, started again with `--task SCENARIO DIR`
-// (tests/support/processes.hpp); it logs each step with a StepLog.
+// completes, and from starting it again to its first step in the group, convoy's way (the others
+// train on; the killed worker rejoins), against the peers' way (torchrun's: every task stopped at
+// once and the whole job started again, the chief resuming from the latest checkpoint), with the
+// global steps that way trains a second time. Every task is the benchmark program itself, started
+// again with `--task SCENARIO DIR` (tests/support/processes.hpp); it logs each step with a StepLog.
 #pragma once
 
 #include <signal.h>
@@ -107,7 +105,7 @@ struct Trial {
 };
 
 /// What a trial runs: `program --task scenario DIR` as each of `ps` ps tasks and `workers`
-/// workers; `patience` bounds each wait. `rejoin`: convoy's way starts the killed worker again.
+/// workers; `patience` bounds each wait.
 struct Setup {
   std::string program;
   std::string scenario;
@@ -115,7 +113,6 @@ struct Setup {
   std::chrono::seconds patience{60};
   int ps = 1;
   int workers = 2;
-  bool rejoin = true;
 };
 
 /// One trial, convoy's way or the peers' way.
@@ -127,12 +124,14 @@ inline Trial trial(Setup const& setup, bool peers_way) {
   std::size_t const victim = count - 1;  // the last worker
   std::string const victim_name = "worker" + std::to_string(setup.workers - 1);
   std::vector<testing::Task> tasks(count);
-  auto start = [&](testing::Task& t, std::string const& log) {
+  // `again`: a task started again, told so as tools/convoy-launch tells it (CONVOY_RESTART).
+  auto start = [&](testing::Task& t, std::string const& log, bool again = false) {
     t.log = dir.path / log;
     t.status = -1;
+    std::vector<std::string> env{testing::tf_config(spec, t.job, t.index)};
+    if (again) env.push_back("CONVOY_RESTART=1");
     t.pid = testing::spawn({setup.program, "--task", setup.scenario, dir.path.string()},
-                           testing::task_environment({testing::tf_config(spec, t.job, t.index)}),
-                           t.log);
+                           testing::task_environment(env), t.log);
   };
   for (std::size_t i = 0; i < count; ++i) {
     bool const ps = static_cast<int>(i) < setup.ps;
@@ -182,19 +181,14 @@ inline Trial trial(Setup const& setup, bool peers_way) {
     auto const next = first_step_after(dir.path, "worker0", killed, 0, setup.patience, from);
     if (!next) return r;
     r.to_next_step = std::chrono::duration<double>(next->at - killed).count();
-    if (setup.rejoin) {
-      auto const restarted = clock_type::now();
-      start(tasks[victim], "again" + std::to_string(victim) + ".log");
-      auto const joined = first_step_after(dir.path, victim_name, restarted, 0, setup.patience);
-      if (!joined) return r;
-      r.restart_to_step = std::chrono::duration<double>(joined->at - restarted).count();
-    }
+    auto const restarted = clock_type::now();
+    start(tasks[victim], "again" + std::to_string(victim) + ".log", /*again=*/true);
+    auto const joined = first_step_after(dir.path, victim_name, restarted, 0, setup.patience);
+    if (!joined) return r;
+    r.restart_to_step = std::chrono::duration<double>(joined->at - restarted).count();
   }
-  bool const victim_gone = !peers_way && !setup.rejoin;
   int const hangs = testing::finish(tasks, clock_type::now() + 2 * setup.patience);
-  r.ok = hangs == 0;
-  for (std::size_t i = 0; i < count; ++i)
-    r.ok = r.ok && (tasks[i].status == 0 || (victim_gone && i == victim));
+  r.ok = hangs == 0 && std::ranges::all_of(tasks, [](auto const& t) { return t.status == 0; });
   if (!r.ok) {
     for (auto const& t : tasks) {
       std::cerr << "recovery: " << t.job << ":" << t.index << " ended with status " << t.status
