@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -31,6 +32,7 @@
 #include "../../core/error.hpp"
 #include "../detail/connection_cap.hpp"
 #include "../detail/zmq_poll.hpp"
+#include "run_identity.hpp"
 
 namespace convoy::comm::bootstrap {
 
@@ -48,6 +50,32 @@ struct LivenessOptions {
 namespace detail {
 inline constexpr std::string_view liveness_tag = "convoy-liveness/1";
 inline std::string frame(zmq::message_t const& m) { return std::string(m.to_string_view()); }
+
+// One message [tag, run, kind, process, issued] to the board at `address` on a fresh socket (whose
+// queue is empty: it is taken), and the board's answer [tag, run, payload] within `wait`: the
+// answer's run and payload, or nothing. Answers over 1 MiB (a stranger's) are refused by ZeroMQ.
+inline std::optional<std::pair<std::string, std::string>> ask_board(
+    std::string const& address, std::string_view run, std::string_view kind,
+    std::string const& process, std::string const& issued, std::chrono::milliseconds wait) {
+  zmq::context_t context;
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::maxmsgsize, std::int64_t{1} << 20);
+  socket.connect("tcp://" + address);
+  socket.send(zmq::buffer(liveness_tag), zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(run), zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(kind), zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(process), zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(issued), zmq::send_flags::none);
+  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  comm::detail::poll(&item, 1, wait);
+  std::vector<zmq::message_t> answer;
+  if ((item.revents & ZMQ_POLLIN) == 0 ||
+      !zmq::recv_multipart(socket, std::back_inserter(answer), zmq::recv_flags::dontwait) ||
+      answer.size() != 3 || frame(answer[0]) != liveness_tag)
+    return std::nullopt;
+  return std::pair{frame(answer[1]), frame(answer[2])};
+}
 }  // namespace detail
 
 /// What the board knows of one process when asked.
@@ -174,10 +202,7 @@ class LivenessBoard {
                 : std::chrono::duration_cast<std::chrono::milliseconds>(now - e.last).count();
         text << e.process << ' ' << e.issued << ' ' << silent << ' ' << (e.left ? 1 : 0) << '\n';
       }
-      socket_.send(std::move(message[0]), zmq::send_flags::sndmore);
-      socket_.send(zmq::buffer(detail::liveness_tag), zmq::send_flags::sndmore);
-      socket_.send(zmq::buffer(run_), zmq::send_flags::sndmore);
-      socket_.send(zmq::buffer(text.str()), zmq::send_flags::dontwait);
+      answer(message[0], text.str());
     }
   }
 
@@ -185,8 +210,7 @@ class LivenessBoard {
   // the run's identity without the group's generation, which it cannot know: it is answered with
   // the group's run identity, and its rank kept until the group takes it in.
   void joining(std::vector<zmq::message_t>& message) {
-    auto const base =
-        run_.substr(0, run_.rfind("/g") == std::string::npos ? run_.size() : run_.rfind("/g"));
+    auto const base = run_of(run_);
     int rank = -1;
     try {
       rank = std::stoi(detail::frame(message[4]));
@@ -203,10 +227,15 @@ class LivenessBoard {
       joiners_.insert(rank);
       has_joiners_ = true;
     }
-    socket_.send(std::move(message[0]), zmq::send_flags::sndmore);
+    answer(message[0], "joining");
+  }
+
+  // [tag, run, payload] to the peer `identity` names; dropped when it cannot take it now.
+  void answer(zmq::message_t& identity, std::string_view payload) {
+    socket_.send(std::move(identity), zmq::send_flags::sndmore);
     socket_.send(zmq::buffer(detail::liveness_tag), zmq::send_flags::sndmore);
     socket_.send(zmq::buffer(run_), zmq::send_flags::sndmore);
-    socket_.send(zmq::str_buffer("joining"), zmq::send_flags::dontwait);
+    socket_.send(zmq::buffer(payload), zmq::send_flags::dontwait);
   }
 
   // A message of another run, naming `process`: dropped and counted; the first one is said on
@@ -301,24 +330,15 @@ class LivenessReporter {
   /// The board as the first process sees it now. Throws TimeoutError when it does not answer
   /// within options.answer.
   std::vector<ProcessLiveness> ask() const {
-    zmq::context_t context;
-    zmq::socket_t socket(context, zmq::socket_type::dealer);
-    socket.set(zmq::sockopt::linger, 0);
-    socket.connect("tcp://" + address_);
-    (void)send(socket, "ask");  // a fresh socket's queue is empty: it is taken
-    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-    comm::detail::poll(&item, 1, options_.answer);
-    std::vector<zmq::message_t> answer;
-    if ((item.revents & ZMQ_POLLIN) == 0 ||
-        !zmq::recv_multipart(socket, std::back_inserter(answer), zmq::recv_flags::dontwait) ||
-        answer.size() != 3 || detail::frame(answer[0]) != detail::liveness_tag ||
-        answer[1].to_string_view() != options_.run) {
+    auto const answer = detail::ask_board(address_, options_.run, "ask", std::to_string(process_),
+                                          std::to_string(issued_()), options_.answer);
+    if (!answer || answer->first != options_.run) {
       throw TimeoutError("convoy: the liveness board of process 0 at " + address_ +
                          " did not answer within " + std::to_string(options_.answer.count()) +
                          " ms");
     }
     std::vector<ProcessLiveness> board;
-    std::istringstream text(detail::frame(answer[2]));
+    std::istringstream text(answer->second);
     ProcessLiveness p;
     int left = 0;
     while (text >> p.process >> p.issued >> p.silent_ms >> left) {
@@ -446,27 +466,9 @@ class LivenessReporter {
 /// identity with its generation when the board answers within `wait`, nothing otherwise.
 inline std::optional<std::string> knock(std::string const& address, std::string const& run,
                                         std::size_t rank, std::chrono::milliseconds wait) {
-  zmq::context_t context;
-  zmq::socket_t socket(context, zmq::socket_type::dealer);
-  socket.set(zmq::sockopt::linger, 0);
-  socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
-  socket.connect("tcp://" + address);
-  std::string const text = std::to_string(rank);
-  socket.send(zmq::buffer(detail::liveness_tag), zmq::send_flags::sndmore);
-  socket.send(zmq::buffer(run), zmq::send_flags::sndmore);
-  socket.send(zmq::str_buffer("join"), zmq::send_flags::sndmore);
-  socket.send(zmq::buffer(text), zmq::send_flags::sndmore);
-  socket.send(zmq::str_buffer("0"), zmq::send_flags::none);
-  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-  comm::detail::poll(&item, 1, wait);
-  std::vector<zmq::message_t> answer;
-  if ((item.revents & ZMQ_POLLIN) == 0 ||
-      !zmq::recv_multipart(socket, std::back_inserter(answer), zmq::recv_flags::dontwait) ||
-      answer.size() != 3 || detail::frame(answer[0]) != detail::liveness_tag ||
-      detail::frame(answer[2]) != "joining" || !answer[1].to_string_view().starts_with(run)) {
-    return std::nullopt;
-  }
-  return detail::frame(answer[1]);
+  auto const answer = detail::ask_board(address, run, "join", std::to_string(rank), "0", wait);
+  if (!answer || answer->second != "joining" || run_of(answer->first) != run) return std::nullopt;
+  return answer->first;
 }
 
 }  // namespace convoy::comm::bootstrap

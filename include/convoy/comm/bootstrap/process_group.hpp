@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "../../cluster/cluster.hpp"
 #include "../../cluster/resolve.hpp"
@@ -36,7 +37,8 @@ class ProcessGroup {
   /// `members`: the group that trains, from a regroup; empty: every worker of the cluster.
   ProcessGroup(std::optional<Cluster> const& cluster, std::size_t local_replicas,
                std::string_view fabric, std::optional<Group> members = {})
-      : cluster_(cluster ? *cluster : Cluster::from_environment(RankJobs::all_workers)) {
+      : cluster_(cluster ? *cluster : Cluster::from_environment(RankJobs::all_workers)),
+        local_(local_replicas) {
     if (!cluster_.single_process() && cluster_.worker_rank() < 0) {
       throw ClusterError("convoy: task " + cluster_.job + ":" + std::to_string(cluster_.index) +
                          " takes no part in " + std::string(fabric) +
@@ -50,12 +52,7 @@ class ProcessGroup {
       for (std::size_t w = 0; w < cluster_.worker_count(); ++w) members_.workers.push_back(w);
       members_.rank = cluster_.single_process() ? 0 : std::size_t(cluster_.worker_rank());
     }
-    processes_ = members_.workers.size();
-    process_ = members_.rank;
-    world_ = processes_ * local_replicas;
-    first_ = process_ * local_replicas;
-    run_ = run_identity(cluster_);
-    if (members_.generation > 0) run_ += "/g" + std::to_string(members_.generation);
+    run_ = group_identity(run_identity(cluster_), members_.generation);
   }
   ProcessGroup(ProcessGroup const&) = delete;
   ProcessGroup& operator=(ProcessGroup const&) = delete;
@@ -63,11 +60,11 @@ class ProcessGroup {
 
   Cluster const& cluster() const { return cluster_; }
   /// The processes of the run, and this one's rank among them (its rank among the workers).
-  std::size_t processes() const { return processes_; }
-  std::size_t process() const { return process_; }
+  std::size_t processes() const { return members_.workers.size(); }
+  std::size_t process() const { return members_.rank; }
   /// The run's replicas, and the number of this process's first.
-  std::size_t world_size() const { return world_; }
-  std::size_t first_replica() const { return first_; }
+  std::size_t world_size() const { return processes() * local_; }
+  std::size_t first_replica() const { return process() * local_; }
   /// The group that trains: cluster worker ranks by process rank, this one's, the generation.
   Group const& members() const { return members_; }
   /// Process `p`'s address in the cluster, and "worker:1" of it, for messages.
@@ -75,7 +72,13 @@ class ProcessGroup {
     return cluster_.worker_address(members_.workers.at(p));
   }
   std::string task(std::size_t p) const { return cluster_.worker_task(members_.workers.at(p)); }
-  std::string task() const { return task(process_); }
+  std::string task() const { return task(process()); }
+  /// Every process's address in the cluster, by rank: where the group meets.
+  std::vector<std::string> addresses() const {
+    std::vector<std::string> out;
+    for (std::size_t p = 0; p < processes(); ++p) out.push_back(address(p));
+    return out;
+  }
   /// The first process's address in the cluster: its rendezvous, then its liveness board.
   std::string const& coordinator() const { return address(0); }
   /// The identity of the run and of the group's generation, in every bootstrap message.
@@ -90,15 +93,15 @@ class ProcessGroup {
   /// errors alone.
   void start_liveness(std::function<std::int64_t()> issued, LivenessOptions options = {},
                       std::ostream* warnings = &std::clog) {
-    if (processes_ == 1) return;
+    if (processes() == 1) return;
     options.names.clear();
     if (options.run.empty()) options.run = run_;
-    for (std::size_t p = 0; p < processes_; ++p)
+    for (std::size_t p = 0; p < processes(); ++p)
       options.names.push_back(task(p) + " at " + address(p));
     stale_ = options.interval * options.missed_beats;
-    if (process_ == 0) {
+    if (process() == 0) {
       try {
-        board_ = std::make_unique<LivenessBoard>(coordinator(), int(processes_), 0, options.run);
+        board_ = std::make_unique<LivenessBoard>(coordinator(), int(processes()), 0, options.run);
       } catch (Error const& e) {
         if (warnings) {
           *warnings << e.what() << "; " << task()
@@ -109,7 +112,7 @@ class ProcessGroup {
         return;  // no board to beat to: another program holds its address
       }
     }
-    reporter_ = std::make_unique<LivenessReporter>(coordinator(), static_cast<int>(process_),
+    reporter_ = std::make_unique<LivenessReporter>(coordinator(), static_cast<int>(process()),
                                                    std::move(issued), std::move(options));
   }
   /// After a collective timed out: which processes stopped answering, as the board sees them
@@ -148,7 +151,7 @@ class ProcessGroup {
   Cluster cluster_;
   Group members_;
   std::string run_;
-  std::size_t processes_ = 1, process_ = 0, world_ = 1, first_ = 0;
+  std::size_t local_ = 1;  // replicas a process
   std::chrono::milliseconds stale_{3000};
   std::unique_ptr<LivenessBoard> board_;        // the first process only
   std::unique_ptr<LivenessReporter> reporter_;  // stopped before the fabric's counts go

@@ -34,6 +34,7 @@
 #include "../../cluster/host_lookup.hpp"
 #include "../../core/error.hpp"
 #include "../detail/zmq_poll.hpp"
+#include "run_identity.hpp"
 
 namespace convoy::comm::bootstrap {
 
@@ -96,6 +97,39 @@ inline std::optional<std::int64_t> number(std::string_view text) {
   return std::stoll(std::string(text));
 }
 
+// A request [protocol, group identity, who, step] on a fresh REQ socket to `address`, returned.
+inline zmq::socket_t send_request(zmq::context_t& context, std::string const& address,
+                                  std::string_view identity, std::string_view who,
+                                  std::string_view step) {
+  zmq::socket_t socket(context, zmq::socket_type::req);
+  socket.set(zmq::sockopt::linger, 0);
+  // A rank that is about to serve (it noticed the loss a moment later) refuses the first try.
+  socket.set(zmq::sockopt::reconnect_ivl, 20);
+  socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
+  socket.connect("tcp://" + address);
+  socket.send(zmq::buffer(regroup_protocol), zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(identity), zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(who), zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(step), zmq::send_flags::none);
+  return socket;
+}
+// The answer [kind, text] waiting on `socket`; nothing for another shape.
+inline std::optional<std::pair<std::string, std::string>> read_answer(zmq::socket_t& socket) {
+  std::vector<zmq::message_t> answer;
+  if (!zmq::recv_multipart(socket, std::back_inserter(answer), zmq::recv_flags::dontwait) ||
+      answer.size() != 2)
+    return std::nullopt;
+  return std::pair{answer[0].to_string(), answer[1].to_string()};
+}
+// The group of `workers` (cluster ranks, in order) of generation `generation`, with cluster rank
+// `mine`'s place in it.
+inline Group group_of(std::vector<std::size_t> workers, std::size_t mine,
+                      std::uint64_t generation) {
+  auto const rank =
+      static_cast<std::size_t>(std::find(workers.begin(), workers.end(), mine) - workers.begin());
+  return Group{.workers = std::move(workers), .rank = rank, .generation = generation};
+}
+
 // One survivor's side of the agreement (see the header's comment). Ranks are the last group's.
 class Regroup {
  public:
@@ -105,7 +139,7 @@ class Regroup {
         last_(last),
         step_(step),
         options_(options),
-        run_(options.run + "/g" + std::to_string(last.generation)),
+        run_(group_identity(options.run, last.generation)),
         me_(last.rank),
         answer_(context_, zmq::socket_type::rep) {
     answer_.set(zmq::sockopt::linger, 0);
@@ -224,32 +258,26 @@ class Regroup {
   std::string const& address(std::size_t rank) const {
     return cluster_->worker_address(last_.workers.at(rank));
   }
-  std::string name(std::size_t rank) const {
-    return cluster_->worker_task(last_.workers.at(rank)) + " at " + address(rank);
+  // "worker:1 at host:port" of cluster worker rank `c`, and of a list of them.
+  std::string task_at(std::size_t c) const {
+    return cluster_->worker_task(c) + " at " + cluster_->worker_address(c);
   }
-  std::string names(std::vector<std::size_t> const& ranks) const {
+  std::string list(std::vector<std::size_t> const& workers) const {
     std::string text;
-    for (auto r : ranks) {
+    for (auto c : workers) {
       if (!text.empty()) text += ", ";
-      text += name(r);
+      text += task_at(c);
     }
     return text;
   }
+  std::string name(std::size_t rank) const { return task_at(last_.workers.at(rank)); }
   void pause() { serve_for(std::chrono::milliseconds(50)); }
 
-  // Asks `rank` once: its answer, or nothing after up to `patience` (serving meanwhile).
+  // Asks `rank` once, on a fresh socket: its answer, or nothing after up to 100 ms (serving
+  // meanwhile).
   std::optional<std::pair<std::string, std::string>> ask(std::size_t rank) {
-    zmq::socket_t socket(context_, zmq::socket_type::req);
-    socket.set(zmq::sockopt::linger, 0);
-    // A rank that is about to serve (it noticed the loss a moment later) refuses the first try.
-    socket.set(zmq::sockopt::reconnect_ivl, 20);
-    socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
-    socket.connect("tcp://" + address(rank));
-    std::string const mine = std::to_string(me_), step = std::to_string(step_);
-    socket.send(zmq::buffer(regroup_protocol), zmq::send_flags::sndmore);
-    socket.send(zmq::buffer(run_), zmq::send_flags::sndmore);
-    socket.send(zmq::buffer(mine), zmq::send_flags::sndmore);
-    socket.send(zmq::buffer(step), zmq::send_flags::none);
+    auto socket =
+        send_request(context_, address(rank), run_, std::to_string(me_), std::to_string(step_));
     auto const until = std::chrono::steady_clock::now() +
                        std::min(options_.patience, std::chrono::milliseconds(100));
     while (std::chrono::steady_clock::now() < until) {
@@ -259,10 +287,8 @@ class Regroup {
       comm::detail::poll(items, 2, std::chrono::milliseconds(20));
       if (items[1].revents & ZMQ_POLLIN) serve_one();
       if (items[0].revents & ZMQ_POLLIN) {
-        std::vector<zmq::message_t> answer;
-        (void)zmq::recv_multipart(socket, std::back_inserter(answer));
-        if (answer.size() != 2) return std::pair<std::string, std::string>{"error", "malformed"};
-        return std::pair{answer[0].to_string(), answer[1].to_string()};
+        return read_answer(socket).value_or(
+            std::pair<std::string, std::string>{"error", "malformed"});
       }
     }
     return std::nullopt;
@@ -296,7 +322,7 @@ class Regroup {
       return reply("wait", "");
     auto const theirs = request[1].to_string_view();
     if (theirs != run_) {
-      bool const same_run = theirs.substr(0, theirs.rfind("/g")) == options_.run;
+      bool const same_run = run_of(theirs) == options_.run;
       return reply(same_run ? "closed" : "error",
                    same_run ? "another generation of the group" : "another run");
     }
@@ -349,27 +375,21 @@ class Regroup {
     }
   }
 
-  std::string agreed_text() const {
-    std::string text;
-    for (auto c : agreed_) {
-      if (!text.empty()) text += ", ";
-      text += cluster_->worker_task(c) + " at " + cluster_->worker_address(c);
-    }
-    return text;
-  }
+  std::string agreed_text() const { return list(agreed_); }
 
   Group finish_leading(std::chrono::steady_clock::time_point deadline) {
     closed_ = true;
-    for (auto const& [rank, step] : steps_) order_.push_back(rank);
-    std::stable_sort(order_.begin(), order_.end(),
+    std::vector<std::size_t> order;  // the members, by last rank, furthest on first
+    for (auto const& [rank, step] : steps_) order.push_back(rank);
+    std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t a, std::size_t b) { return steps_[a] > steps_[b]; });
-    std::vector<std::size_t> lost;
+    std::vector<std::size_t> lost;  // by cluster rank
     for (std::size_t r = 0; r < last_.workers.size(); ++r)
-      if (!steps_.contains(r)) lost.push_back(r);
-    auto const lost_text = names(lost);
-    auto const n = last_.workers.size(), m = order_.size();
+      if (!steps_.contains(r)) lost.push_back(last_.workers[r]);
+    auto const lost_text = list(lost);
+    auto const n = last_.workers.size(), m = order.size();
     bool const quorum = 2 * m > n || (2 * m == n && steps_.contains(0));
-    for (auto r : order_) agreed_.push_back(last_.workers.at(r));
+    for (auto r : order) agreed_.push_back(last_.workers.at(r));
     std::vector<std::size_t> taken_in;
     for (auto c : joined_) {
       if (options_.max_workers != 0 && agreed_.size() >= options_.max_workers) break;
@@ -393,22 +413,14 @@ class Regroup {
     } else if (options_.log) {
       std::string change;
       if (!lost.empty()) change = "lost " + lost_text;
-      for (auto c : taken_in) {
-        if (c != taken_in.front()) {
-          change += ", ";
-        } else if (!change.empty()) {
-          change += "; takes in ";
-        } else {
-          change += "takes in ";
-        }
-        change += cluster_->worker_task(c);
-        change += " at ";
-        change += cluster_->worker_address(c);
+      if (!taken_in.empty()) {
+        if (!change.empty()) change += "; ";
+        change += "takes in " + list(taken_in);
       }
       if (change.empty()) change = "re-formed with every member";
       *options_.log << "convoy: the group of " << n << " " << change << "; " << agreed_.size()
                     << " go on (" << agreed_text() << "), from global step "
-                    << steps_[order_.front()] << std::endl;
+                    << steps_[order.front()] << std::endl;
     }
     // Every member fetches its answer; a member whose answer was lost asks again meanwhile.
     auto const linger =
@@ -417,7 +429,7 @@ class Regroup {
            answered_.size() + 1 + newcomers_answered_.size() < agreed_.size())
       serve_for(std::chrono::milliseconds(20));
     if (!refusal_.empty()) throw Error("convoy: " + refusal_ + "; the run stops");
-    return group_of(agreed_);
+    return group_of(agreed_, last_.workers.at(me_), last_.generation + 1);
   }
 
   void take_group(std::string const& text, std::size_t from) {
@@ -427,16 +439,7 @@ class Regroup {
       throw ProtocolError("convoy: " + name(from) + " answered the regroup with group '" + text +
                           "', which does not hold " + name(me_));
     }
-    result_ = group_of(*workers);
-  }
-
-  // The group of `workers` (cluster ranks, in order), this process's place in it.
-  Group group_of(std::vector<std::size_t> const& workers) const {
-    return Group{
-        .workers = workers,
-        .rank = static_cast<std::size_t>(
-            std::find(workers.begin(), workers.end(), last_.workers.at(me_)) - workers.begin()),
-        .generation = last_.generation + 1};
+    result_ = group_of(*workers, mine, last_.generation + 1);
   }
 
   Cluster const* cluster_;
@@ -459,55 +462,38 @@ class Regroup {
   std::vector<std::size_t> agreed_;               // the leader's: the new group, by cluster rank
   std::set<std::size_t> joined_;  // the leader's: newcomers registered (cluster ranks)
   std::set<std::size_t> newcomers_answered_;
-  std::vector<std::size_t> order_;  // the leader's: the new group, by last rank
   std::set<std::size_t> answered_;
   std::string refusal_;
 };
 }  // namespace detail
 
 /// A process started again joins the group whose rank 0 at `leader` answered its knock with the
-/// group's run identity `group_run` (run_identity(), then "/g<generation>" past generation 0): it
+/// group's identity `group_run` (group_identity()): it
 /// registers as cluster worker rank `rank` until the group, having finished its step, regroups
 /// and takes it in. Blocks up to `timeout`. Returns the new group and its place in it; throws Error
 /// when the group re-formed without it or refused it, TimeoutError after `timeout`.
 inline Group join_group(Cluster const& cluster, std::size_t rank, std::string const& leader,
                         std::string const& group_run, std::chrono::milliseconds timeout) {
-  auto const at = group_run.rfind("/g");
-  std::uint64_t generation = 0;
-  if (at != std::string::npos) generation = std::stoull(group_run.substr(at + 2));
-  std::string const run = group_run.substr(0, at == std::string::npos ? group_run.size() : at) +
-                          "/g" + std::to_string(generation);
+  auto const generation = generation_of(group_run);
   std::string const me = "+" + std::to_string(rank);
   zmq::context_t context;
   auto const deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    zmq::socket_t socket(context, zmq::socket_type::req);
-    socket.set(zmq::sockopt::linger, 0);
-    socket.set(zmq::sockopt::reconnect_ivl, 20);
-    socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
-    socket.connect("tcp://" + leader);
-    socket.send(zmq::buffer(detail::regroup_protocol), zmq::send_flags::sndmore);
-    socket.send(zmq::buffer(run), zmq::send_flags::sndmore);
-    socket.send(zmq::buffer(me), zmq::send_flags::sndmore);
-    socket.send(zmq::str_buffer("0"), zmq::send_flags::none);
+    auto socket = detail::send_request(context, leader, group_run, me, "0");
     zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
     comm::detail::poll(&item, 1, std::chrono::milliseconds(100));
-    std::vector<zmq::message_t> answer;
-    if ((item.revents & ZMQ_POLLIN) == 0 ||
-        !zmq::recv_multipart(socket, std::back_inserter(answer), zmq::recv_flags::dontwait) ||
-        answer.size() != 2)
-      continue;  // the board still holds the address: the group has not begun to regroup
-    auto const kind = answer[0].to_string(), text = answer[1].to_string();
+    // None: the board still holds the address; the group has not begun to regroup.
+    auto const answer =
+        (item.revents & ZMQ_POLLIN) != 0 ? detail::read_answer(socket) : std::nullopt;
+    if (!answer) continue;
+    auto const& [kind, text] = *answer;
     if (kind == "group") {
       auto const workers = detail::split(text, cluster.worker_count());
       if (!workers || std::find(workers->begin(), workers->end(), rank) == workers->end()) {
         throw ProtocolError("convoy: " + cluster.worker_task(rank) + " asked to join at " + leader +
                             " and got the group '" + text + "', which does not hold it");
       }
-      return Group{.workers = *workers,
-                   .rank = static_cast<std::size_t>(
-                       std::find(workers->begin(), workers->end(), rank) - workers->begin()),
-                   .generation = generation + 1};
+      return detail::group_of(*workers, rank, generation + 1);
     }
     if (kind == "closed" || kind == "error") {
       throw Error("convoy: " + cluster.worker_task(rank) + " asked to join the group at " + leader +

@@ -270,6 +270,13 @@ inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
                      " attempts); is rank 0 running, and is its address reachable from here?");
 }
 
+/// The addresses of `cluster`'s training ranks (worker_rank() 0..worker_count()-1), by rank.
+inline std::vector<std::string> worker_addresses(Cluster const& cluster) {
+  std::vector<std::string> out;
+  for (std::size_t w = 0; w < cluster.worker_count(); ++w) out.push_back(cluster.worker_address(w));
+  return out;
+}
+
 /// The processes at `addresses` (by rank; this one is `rank`) exchange one blob each: every rank
 /// gets every rank's blob, in rank order. Rank 0 serves at its own address until every other rank
 /// has them all; options.run must be the run's identity. Blocks; throws as serve() and ask().
@@ -324,12 +331,9 @@ inline std::vector<std::vector<std::byte>> gather(Cluster const& cluster,
     throw ClusterError("convoy: task " + cluster.job + "[" + std::to_string(cluster.index) +
                        "] takes no part in a collective; only the chief and the workers do");
   }
-  std::vector<std::string> addresses;
-  for (std::size_t w = 0; w < cluster.worker_count(); ++w)
-    addresses.push_back(cluster.worker_address(w));
   Options run_options = options;
   if (run_options.run.empty()) run_options.run = run_identity(cluster);
-  return gather(addresses, rank, mine, run_options, protocol, what);
+  return gather(worker_addresses(cluster), rank, mine, run_options, protocol, what);
 }
 
 }  // namespace convoy::comm::bootstrap

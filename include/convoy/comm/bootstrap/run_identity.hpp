@@ -40,4 +40,26 @@ inline std::string run_identity(Cluster const& cluster) {
   return run_identity(cluster, std::getenv("CONVOY_RUN_TOKEN"));
 }
 
+/// The identity of generation `generation` of the run `run`'s group (how many times survivors
+/// regrouped): the run's own at generation 0, "<run>/g<generation>" after. Bootstrap messages of
+/// a group carry it, so a process of an older group is told apart from a stranger.
+inline std::string group_identity(std::string const& run, std::uint64_t generation) {
+  return generation == 0 ? run : run + "/g" + std::to_string(generation);
+}
+/// The run, and the generation, of a group_identity().
+inline std::string_view run_of(std::string_view identity) {
+  auto const at = identity.rfind("/g");
+  return at == std::string_view::npos ? identity : identity.substr(0, at);
+}
+inline std::uint64_t generation_of(std::string_view identity) {
+  auto const at = identity.rfind("/g");
+  if (at == std::string_view::npos) return 0;
+  std::uint64_t g = 0;
+  for (char c : identity.substr(at + 2)) {
+    if (c < '0' || c > '9' || g > (std::uint64_t{1} << 40)) return 0;
+    g = g * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return g;
+}
+
 }  // namespace convoy::comm::bootstrap

@@ -62,14 +62,15 @@ concept explains_timeouts = requires(F const& f) {
 
 /// Optional on a fabric: a way on after another process was lost. may_regroup() says whether an
 /// exchange failed on another process's account and the policy lets the survivors go on;
-/// regroup(replica_group, plan, global_step, why) returns the fabric of the survivors' new group,
+/// regroup(replica_group, plan, global_step, step_time, why) returns the fabric of the survivors'
+/// new group (step_time: the last step's, by which the survivors notice a loss of one another),
 /// or throws when they may not go on; members() names each process, by rank, by its rank in the
 /// run's first group, so that the counters follow their replicas.
 template <class F, class Group>
 concept regroups = requires(F& f, F const& cf, Group& g, BucketPlan const& plan, std::int64_t step,
-                            std::string const& why) {
+                            std::chrono::milliseconds step_time, std::string const& why) {
   { cf.may_regroup() } -> std::convertible_to<bool>;
-  { f.regroup(g, plan, step, why) } -> std::same_as<std::unique_ptr<F>>;
+  { f.regroup(g, plan, step, step_time, why) } -> std::same_as<std::unique_ptr<F>>;
   { cf.members() } -> std::convertible_to<std::vector<std::size_t>>;
 };
 
@@ -218,7 +219,9 @@ class CollectiveEngine {
     auto& group = state_->group();
     std::vector<std::size_t> const before = fabric_->members();
     auto const old_steps = group.counters().local_steps;
-    auto next = fabric_->regroup(group, plan_, group.counters().global_step, why);
+    auto const step_time = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::duration<double>(step_seconds_.empty() ? 0.0 : step_seconds_[0]));
+    auto next = fabric_->regroup(group, plan_, group.counters().global_step, step_time, why);
     fabric_ = std::move(next);
     std::vector<std::size_t> const after = fabric_->members();
     std::size_t const local = group.size();
@@ -255,7 +258,9 @@ class CollectiveEngine {
       return r == 0 ? group.slots() : own_slots[r - 1];
     };
     std::vector<float> losses(local, 0.0f);
-    std::vector<double> seconds(local, 0.0);
+    // Each replica's last step (kept across runs: a regroup reads it).
+    step_seconds_.resize(local, 0.0);
+    auto& seconds = step_seconds_;
     in_process::FirstError error;
     std::atomic<bool> failed{false};
     bool stop = false;  // written only by the barrier's completion (or the one thread)
@@ -410,6 +415,7 @@ class CollectiveEngine {
   std::size_t bucket_bytes_;
   std::unique_ptr<Fabric> fabric_;
   std::string spent_;
+  std::vector<double> step_seconds_;  // each local replica's last step, in seconds
 };
 
 }  // namespace convoy::comm

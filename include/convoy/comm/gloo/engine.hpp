@@ -102,16 +102,15 @@ class HostFabric {
     // Gloo's event loop (started with the mesh) and the communication thread (with the exchange)
     // are born with SIGPIPE blocked.
     detail::SigpipeBlocked const no_sigpipe;
-    std::vector<std::string> addresses;
-    for (std::size_t p = 0; p < group_.processes(); ++p) addresses.push_back(group_.address(p));
-    context_ = connect_mesh(addresses, static_cast<int>(group_.process()), listen, policy.timeout,
-                            bootstrap::Options{.timeout = policy.bootstrap_timeout,
-                                               // A regrouped group's members start within moments
-                                               // of each other: ask again soon.
-                                               .retry = group_.members().generation > 0
-                                                            ? std::chrono::milliseconds(50)
-                                                            : std::chrono::milliseconds(500),
-                                               .run = group_.run()});
+    context_ =
+        connect_mesh(group_.addresses(), static_cast<int>(group_.process()), listen, policy.timeout,
+                     bootstrap::Options{.timeout = policy.bootstrap_timeout,
+                                        // A regrouped group's members start within moments
+                                        // of each other: ask again soon.
+                                        .retry = group_.members().generation > 0
+                                                     ? std::chrono::milliseconds(50)
+                                                     : std::chrono::milliseconds(500),
+                                        .run = group_.run()});
     try {
       allreducer_ = std::make_unique<Allreducer>(context_, policy.algorithm, policy.timeout);
     } catch (::gloo::Exception const& e) {  // a peer lost as the processes first talk
@@ -163,11 +162,12 @@ class HostFabric {
   }
   /// Gives up this fabric's connections, board and address, agrees with the other survivors on
   /// the new group (bootstrap::regroup, at `step`, this process's global step) and connects it:
-  /// the fabric to go on with. `why`: the failure, for the log. Throws Error when the survivors
-  /// are no quorum or fewer than min_workers, naming who was lost; this fabric is spent either way.
+  /// the fabric to go on with. `step_time`: the last step's; `why`: the failure, for the log.
+  /// Throws Error when the survivors are no quorum or fewer than min_workers, naming who was lost;
+  /// this fabric is spent either way.
   template <class Group>
   std::unique_ptr<HostFabric> regroup(Group& group, BucketPlan const& plan, std::int64_t step,
-                                      std::string const& why) {
+                                      std::chrono::milliseconds step_time, std::string const& why) {
     if (taking_in_) {
       std::clog << "convoy: " << group_.task() << " regroups after global step " << step
                 << " to take in a process started again" << std::endl;
@@ -182,8 +182,6 @@ class HostFabric {
     // The survivors notice the loss within about a step of one another (the first to notice
     // closes its connections, which fails the others' next allreduce at once): the window and
     // the patience for a silent lower rank follow the step's time.
-    auto const step_time = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::steady_clock::duration(step_ticks_.load()));
     bootstrap::RegroupOptions options;
     options.window = std::chrono::milliseconds(2000) + 2 * step_time;
     options.patience = std::chrono::milliseconds(500) + step_time;
@@ -280,11 +278,6 @@ class HostFabric {
       throw Error("convoy: " + group_.task() + " stops the group's step to take in a process " +
                   "started again");
     }
-    if (bucket == 0) {  // once a step: the time between two is the step's
-      auto const now = std::chrono::steady_clock::now().time_since_epoch().count();
-      auto const last = last_step_start_.exchange(now);
-      if (last != 0) step_ticks_ = now - last;
-    }
     try {
       allreducer_->reduce(bucket, values);
     } catch (::gloo::Exception const& e) {
@@ -333,12 +326,10 @@ class HostFabric {
   std::shared_ptr<::gloo::Context> context_;
   std::unique_ptr<Allreducer> allreducer_;  // registrations on context_'s pairs: after it
   std::atomic<bool> failed_{false};
-  std::atomic<bool> stopped_{false};    // abort(): an allreduce's error is this process's doing
-  std::atomic<bool> peer_lost_{false};  // an allreduce failed on another process's account
-  std::atomic<bool> taking_in_{false};  // this process stopped the step for a joiner
-  std::atomic<std::int64_t> last_step_start_{0};  // steady_clock ticks of the last bucket 0
-  std::atomic<std::int64_t> step_ticks_{0};       // between the last two
-  std::unique_ptr<HostExchange> exchange_;        // calls reduce() on its thread; its count beats
+  std::atomic<bool> stopped_{false};        // abort(): an allreduce's error is this process's doing
+  std::atomic<bool> peer_lost_{false};      // an allreduce failed on another process's account
+  std::atomic<bool> taking_in_{false};      // this process stopped the step for a joiner
+  std::unique_ptr<HostExchange> exchange_;  // calls reduce() on its thread; its count beats
 };
 
 template <class Model, class Placement, class Sync>

@@ -139,11 +139,9 @@ inline std::shared_ptr<::gloo::Context> connect_mesh(Cluster const& cluster, Lis
                                                      std::chrono::milliseconds timeout,
                                                      bootstrap::Options options) {
   if (cluster.single_process()) return connect_mesh({""}, 0, listen, timeout, options);
-  std::vector<std::string> addresses;
-  for (std::size_t w = 0; w < cluster.worker_count(); ++w)
-    addresses.push_back(cluster.worker_address(w));
   if (options.run.empty()) options.run = bootstrap::run_identity(cluster);
-  return connect_mesh(addresses, cluster.worker_rank(), listen, timeout, options);
+  return connect_mesh(bootstrap::worker_addresses(cluster), cluster.worker_rank(), listen, timeout,
+                      options);
 }
 
 }  // namespace convoy::comm::gloo_fabric
