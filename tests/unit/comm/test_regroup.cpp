@@ -36,11 +36,13 @@ struct Outcome {
 };
 
 // Runs the agreement on the ranks of `alive` (of a group of `size`), rank r with global step
-// steps[r]; returns each one's outcome, and what the leader logged in `log`.
+// steps[r], after late[r]; `restarted`, one of them, asks rank 0 to join instead, as a process
+// started again does. Returns each one's outcome, and what the leader logged in `log`.
 std::vector<Outcome> agree(std::size_t size, std::vector<std::size_t> const& alive,
                            std::vector<std::int64_t> const& steps, std::string& log,
                            std::size_t min_workers = 1,
-                           std::vector<std::chrono::milliseconds> const& late = {}) {
+                           std::vector<std::chrono::milliseconds> const& late = {},
+                           std::optional<std::size_t> restarted = {}) {
   auto const cluster = loopback_cluster(size);
   comm::bootstrap::Group last{.workers = {}, .rank = 0, .generation = 4};
   for (std::size_t w = 0; w < size; ++w) last.workers.push_back(w);
@@ -59,7 +61,12 @@ std::vector<Outcome> agree(std::size_t size, std::vector<std::size_t> const& ali
         auto mine = last;
         mine.rank = r;
         try {
-          outcomes[r].group = comm::bootstrap::regroup(cluster, mine, steps[r], options, 20s);
+          outcomes[r].group =
+              r == restarted
+                  ? comm::bootstrap::join_group(
+                        cluster, r, cluster.worker_address(0),
+                        comm::bootstrap::group_identity(options.run, last.generation), 20s)
+                  : comm::bootstrap::regroup(cluster, mine, steps[r], options, 20s);
         } catch (std::exception const& e) {
           outcomes[r].error = e.what();
         }
@@ -156,4 +163,17 @@ TEST_CASE("worker 0 notices late: worker 1, leading meanwhile, hands the lead ov
     CHECK(got[r].group->rank == r);
   }
   CHECK_MESSAGE(log.find("re-formed with every member; 3 go on") != std::string::npos, log);
+}
+
+TEST_CASE("worker 1 lost and started again while the others regroup: it comes back, last") {
+  std::string log;
+  // It knocked at the old board, and asks the leader to join as the member it was.
+  auto const got = agree(3, {0, 1, 2}, {7, 0, 7}, log, 1, {0ms, 200ms, 0ms}, 1);
+  for (std::size_t r : {0u, 1u, 2u}) {
+    CAPTURE(r);
+    REQUIRE_MESSAGE(got[r].group, got[r].error);
+    CHECK(got[r].group->workers == std::vector<std::size_t>{0, 2, 1});
+    CHECK(got[r].group->generation == 5);
+  }
+  CHECK(got[1].group->rank == 2);
 }

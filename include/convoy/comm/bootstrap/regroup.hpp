@@ -349,13 +349,19 @@ class Regroup {
   // A process started again, registering as "+<cluster rank>": the leader takes it in while open.
   void newcomer(std::vector<zmq::message_t> const& request) {
     auto const rank = split(request[2].to_string_view().substr(1), cluster_->worker_count());
-    if (!rank || rank->size() != 1 ||
-        std::find(last_.workers.begin(), last_.workers.end(), (*rank)[0]) != last_.workers.end())
-      return reply("error", "a malformed request to join");
+    if (!rank || rank->size() != 1) return reply("error", "a malformed request to join");
     auto const c = (*rank)[0];
+    if (c == last_.workers.at(me_)) return reply("error", "a request to join as the leader");
     if (!leading_) return reply(following_ ? "follow" : "searching", "");
     if (!closed_) {
-      joined_.insert(c);
+      // A member lost and started again while the survivors regroup (it knocked at the old
+      // board) comes back as that member, behind every other.
+      auto const member = std::find(last_.workers.begin(), last_.workers.end(), c);
+      if (member != last_.workers.end()) {
+        steps_[static_cast<std::size_t>(member - last_.workers.begin())] = -1;
+      } else {
+        joined_.insert(c);
+      }
       return reply("lead", "");
     }
     if (std::find(agreed_.begin(), agreed_.end(), c) == agreed_.end())
