@@ -86,6 +86,7 @@ struct Options {
   bool allow_plaintext = false;   // ps-*, multiworker*: plaintext on a non-loopback address
   std::int64_t heartbeat_ms = 0;  // ps-*: ZmqPs::heartbeat; 0: off
   std::int64_t exchange_timeout_ms = 60'000;  // multiworker*: Gloo::timeout
+  bool keep_global_batch = false;             // multiworker: FitOptions::keep_global_batch
 };
 
 // Default learning rates, one per optimizer. Adam's, with batch 200 and 20 epochs, is the default
@@ -147,6 +148,8 @@ constexpr std::string_view usage = R"(usage: fashion_mnist [options]
   --heartbeat-ms N      ps-*: drop and log a peer silent for N ms, 0..3600000; 0: off (default 0)
   --exchange-timeout-ms N  multiworker*: the longest wait for one exchange with the other
                         processes, 1..3600000                         (default 60000)
+  --keep-global-batch   multiworker: when workers are lost or come back, keep the global batch
+                        (split over the group) instead of each worker's
   --log-placement       print where every variable lives and which replica computes
   --help                print this text
 Exit status: 0 on success, 2 for a bad option (one line on stderr, before any training), 1 for
@@ -247,6 +250,8 @@ Options parse(int argc, char** argv) {
       o.strategy = parse_strategy(value());
     } else if (arg == "--hidden") {
       o.hidden = parse_widths(value());
+    } else if (arg == "--keep-global-batch") {
+      o.keep_global_batch = true;
     } else if (arg == "--batch") {
       o.batch = parse_integer<std::size_t>(arg, value(), 1, std::numeric_limits<int>::max(),
                                            "expected a whole number >= 1");
@@ -420,6 +425,7 @@ int train(Options const& o, convoy::Trainer<Strategy>& trainer, Data const& data
   convoy::FitOptions fit{.steps = o.steps,
                          .epochs = o.epochs,
                          .batch_size = o.batch,
+                         .keep_global_batch = o.keep_global_batch,
                          .log_every = o.log_every,
                          .log_format = convoy::LogFormat::tensorflow,
                          .seed = o.seed,

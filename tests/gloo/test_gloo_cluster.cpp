@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -23,7 +24,10 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -122,6 +126,70 @@ int train_task(Placement placement, Sync sync, optim::Optimizer optimizer,
   });
   auto const name = "worker" + std::to_string(cluster.worker_rank()) + ".txt";
   write_result(dir / name, losses, trainer.strategy().weights(), trainer.strategy().global_step());
+  return 0;
+}
+
+// The data-plan scenarios' rows carry their number, in a 13th column (r / 512, exact in a
+// float), so a model can say which rows it trained on.
+io::Dataset numbered_data() {
+  auto const plain = data();
+  io::Dataset out{.name = "numbered", .cols = plain.cols + 1};
+  for (std::size_t r = 0; r < plain.rows(); ++r) {
+    auto const row = plain.features.begin() + static_cast<std::ptrdiff_t>(r * plain.cols);
+    out.features.insert(out.features.end(), row, row + static_cast<std::ptrdiff_t>(plain.cols));
+    out.features.push_back(static_cast<float>(r) / 512.0f);
+  }
+  out.labels = plain.labels;
+  return out;
+}
+
+// cluster_mlp() on numbered_data(), keeping the numbers of the rows of its last batch (a step
+// computed again after a regroup replaces them).
+struct RowsMlp {
+  nn::Mlp mlp = nn::Mlp({13, 16, 3});
+  std::shared_ptr<std::vector<int>> last = std::make_shared<std::vector<int>>();
+  Variables& variables() { return mlp.variables(); }
+  template <class Context>
+  float forward_backward(Batch const& batch, Context const& ctx, GradientsReady ready = {}) {
+    last->clear();
+    for (std::size_t k = 0; k < batch.rows; ++k)
+      last->push_back(static_cast<int>(std::lround(batch.features[k * 13 + 12] * 512.0f)));
+    return mlp.forward_backward(batch, ctx, ready);
+  }
+  float forward_backward(Batch const& batch) { return forward_backward(batch, exec::Host{}); }
+  Metrics evaluate(Batch const& batch) { return mlp.evaluate(batch); }
+};
+
+// A synchronous run to `until` that writes, after every step, its global step and the rows this
+// process trained on in it ("rows<rank>.txt", appended to: a process started again, or a run
+// resumed, adds its steps); `kill` as train_task's; checkpoints every 5 steps in `checkpoints`.
+int rows_task(std::filesystem::path const& dir, std::int64_t until, Kill kill,
+              bool keep_global_batch, std::filesystem::path const& checkpoints = {}) {
+  using S = Strategy<RowsMlp, place::Host, comm::Gloo, sync::Synchronous>;
+  auto const rank = Cluster::from_environment(RankJobs::all_workers).worker_rank();
+  RowsMlp model;
+  auto const last = model.last;
+  std::ofstream rows(dir / ("rows" + std::to_string(rank) + ".txt"), std::ios::app);
+  Trainer<S> trainer{S{std::move(model), place::Host{}, gloo_policy(), sync::Synchronous{}},
+                     optim::Adam{.learning_rate = 0.01f}};
+  std::vector<float> losses;
+  trainer.fit(numbered_data(), {.steps = until,
+                                .batch_size = batch_size,
+                                .keep_global_batch = keep_global_batch,
+                                .log = nullptr,
+                                .checkpoint_dir = checkpoints,
+                                .checkpoint_every = checkpoints.empty() ? 0 : 5,
+                                .callbacks = {[&](StepReport const& r) {
+                                  losses.push_back(r.loss);
+                                  rows << r.global_step;
+                                  for (int row : *last) rows << " " << row;
+                                  rows << std::endl;
+                                  if (rank == kill.rank && r.global_step == kill.step)
+                                    std::_Exit(9);
+                                  return true;
+                                }}});
+  write_result(dir / ("worker" + std::to_string(rank) + ".txt"), losses,
+               trainer.strategy().weights(), trainer.strategy().global_step());
   return 0;
 }
 
@@ -270,8 +338,17 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
     long long step = 0;
     std::sscanf(scenario.c_str(), "rejoin-%d-%lld", &rank, &step);
     if (char const* again = std::getenv("CONVOY_RESTART"); again && std::atoi(again) > 0) rank = -1;
-    return train_task(place::Host{}, sync::Synchronous{}, adam(), dir, rejoin_steps, {},
-                      {.rank = rank, .step = step});
+    return rows_task(dir, rejoin_steps, {.rank = rank, .step = step}, false);
+  }
+  // "rows-R-S-G[-U]": rank R killed after global step S; the others reach step 40 (or U, then
+  // checkpointing in dir/ckpt, from which a later run resumes), each replica's batch kept (G 0)
+  // or the global batch (G 1).
+  if (scenario.starts_with("rows-")) {
+    int rank = -1, global = 0;
+    long long step = 0, until = 0;
+    std::sscanf(scenario.c_str(), "rows-%d-%lld-%d-%lld", &rank, &step, &global, &until);
+    return rows_task(dir, until > 0 ? until : survive_steps, {.rank = rank, .step = step},
+                     global != 0, until > 0 ? dir / "ckpt" : std::filesystem::path{});
   }
   // "survive-R-S": rank R killed after global step S; the others regroup and reach step 40.
   if (scenario.starts_with("survive-")) {
@@ -529,6 +606,77 @@ void check_survivors(int workers, int killed, std::int64_t step) {
   CHECK_MESSAGE(logs.find("lost worker:" + std::to_string(killed)) != std::string::npos, logs);
 }
 
+// The rows every worker of `dir` trained on, by global step, checked against the data's plan for
+// a group that changes: every step from 1 to `until` trained, each on its group's rows, none
+// twice; each step `per_replica` rows a worker (or, `global` set, `global` rows in all); and an
+// epoch moves on only once fewer rows are left in it than the step that moves on draws, so no
+// row is trained twice within an epoch nor skipped but such a tail.
+void check_data_plan(std::filesystem::path const& dir, int workers, std::int64_t until,
+                     std::size_t per_replica, std::size_t global = 0) {
+  std::map<std::int64_t, std::vector<int>> by_step;
+  std::map<std::int64_t, int> trained_by;
+  for (int w = 0; w < workers; ++w) {
+    std::ifstream in(dir / ("rows" + std::to_string(w) + ".txt"));
+    REQUIRE(in.good());
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream fields(line);
+      std::int64_t step = 0;
+      fields >> step;
+      ++trained_by[step];
+      for (int row = 0; fields >> row;) by_step[step].push_back(row);
+    }
+  }
+  std::size_t const rows = data().rows();
+  REQUIRE(by_step.size() == static_cast<std::size_t>(until));
+  std::set<int> seen;
+  int epochs = 0;
+  std::size_t smallest = rows;
+  for (auto const& [step, drawn] : by_step) {
+    CAPTURE(step);
+    std::set<int> const mine(drawn.begin(), drawn.end());
+    REQUIRE(mine.size() == drawn.size());
+    CHECK(drawn.size() == (global > 0 ? global : per_replica * trained_by[step]));
+    smallest = std::min(smallest, drawn.size());
+    bool const again = std::ranges::any_of(mine, [&](int row) { return seen.contains(row); });
+    if (again) {
+      CHECK_MESSAGE(rows - seen.size() < drawn.size(),
+                    "an epoch moved on with " << rows - seen.size() << " rows left");
+      seen.clear();
+      ++epochs;
+    }
+    seen.insert(mine.begin(), mine.end());
+  }
+  CHECK(epochs >= 2);
+  if (global == 0) CHECK(smallest < per_replica * workers);  // the group did change
+}
+
+TEST_CASE("a worker killed mid-run: the survivors' data goes on from the next row, none twice") {
+  for (int keep_global : {0, 1}) {
+    CAPTURE(keep_global);
+    testing::TempDir dir("gloo-rows");
+    auto const tasks = run_cluster("rows-1-5-" + std::to_string(keep_global), dir.path, 3, false);
+    CHECK(tasks[1].status == 9);
+    CHECK_MESSAGE(tasks[0].status == 0, testing::read_file(tasks[0].log));
+    CHECK_MESSAGE(tasks[2].status == 0, testing::read_file(tasks[2].log));
+    check_data_plan(dir.path, 3, survive_steps, batch_size / 3, keep_global ? batch_size : 0);
+    auto const zero = read_result(dir.path / "worker0.txt");
+    auto const two = read_result(dir.path / "worker2.txt");
+    CHECK(zero.global_step == survive_steps);
+    CHECK(zero.weights == two.weights);
+  }
+}
+
+TEST_CASE("a run resumed after its group changed goes on from the row its checkpoint stood at") {
+  testing::TempDir dir("gloo-rows-resume");
+  // Worker 1 of 3 killed after step 5; the two others reach step 20, checkpointing every 5.
+  auto const first = run_cluster("rows-1-5-0-20", dir.path, 3, false);
+  CHECK(first[1].status == 9);
+  CHECK_MESSAGE(first[0].status == 0, testing::read_file(first[0].log));
+  // All three again, resumed from step 20, to step 40.
+  run_cluster("rows--1-0-0-40", dir.path, 3);
+  check_data_plan(dir.path, 3, 40, batch_size / 3);
+}
+
 TEST_CASE("a worker killed mid-run: the others regroup without it and finish with equal weights") {
   check_survivors(3, 1, 5);
   check_survivors(3, 0, 5);  // the rendezvous and the liveness board go with it
@@ -614,6 +762,7 @@ TEST_CASE(
     }
     auto const again = testing::read_file(tasks[killed].log);
     CHECK_MESSAGE(again.find("joins as process") != std::string::npos, again);
+    check_data_plan(dir.path, 3, rejoin_steps, batch_size / 3);
     std::string all;
     for (auto const& t : tasks) all += testing::read_file(t.log);
     CHECK_MESSAGE(all.find("takes in worker:" + std::to_string(killed)) != std::string::npos, all);
@@ -638,6 +787,7 @@ TEST_CASE(
                          "of 1)") != std::string::npos,
                 log);
   CHECK_MESSAGE(log.find("[worker:1] convoy: worker:1 joins as process") != std::string::npos, log);
+  check_data_plan(dir.path, 3, rejoin_steps, batch_size / 3);
   std::optional<Result> first;
   for (int w = 0; w < 3; ++w) {
     CAPTURE(w);
@@ -669,7 +819,8 @@ struct FashionRun {
   long killed_at = -1;
   std::string worker0_log;
 };
-FashionRun fashion_run(long kill_after) {
+FashionRun fashion_run(long kill_after, std::vector<std::string> const& goal,
+                       bool keep_global_batch = false) {
   char const* example = std::getenv("CONVOY_FASHION_MNIST_PROGRAM");
   REQUIRE_MESSAGE(example != nullptr, "set CONVOY_FASHION_MNIST_PROGRAM (ctest does)");
   testing::TempDir dir("gloo-kill-fashion");
@@ -680,10 +831,13 @@ FashionRun fashion_run(long kill_after) {
     tasks[i].index = i;
     tasks[i].log = dir.path / ("worker" + std::to_string(i) + ".log");
     // stdbuf: the progress lines reach the log as they are written.
+    std::vector<std::string> command{"/usr/bin/stdbuf", "-oL",         example, "--strategy",
+                                     "multiworker",     "--batch",     "600",   "--lr",
+                                     "0.002",           "--log-every", "100"};
+    command.insert(command.end(), goal.begin(), goal.end());
+    if (keep_global_batch) command.push_back("--keep-global-batch");
     tasks[i].pid = testing::spawn(
-        {"/usr/bin/stdbuf", "-oL", example, "--strategy", "multiworker", "--steps", "1200",
-         "--batch", "600", "--lr", "0.002", "--log-every", "100"},
-        testing::task_environment({testing::tf_config(spec, "worker", i)}), tasks[i].log);
+        command, testing::task_environment({testing::tf_config(spec, "worker", i)}), tasks[i].log);
   }
   auto const global_step = [&] {  // worker 0's last "(N global steps)"
     auto const log = testing::read_file(tasks[0].log);
@@ -715,17 +869,34 @@ FashionRun fashion_run(long kill_after) {
   return run;
 }
 
+// Worker 0's "trained N global steps".
+long trained_steps(std::string const& log) {
+  auto const at = log.find("trained ");
+  return at == std::string::npos ? -1 : std::atol(log.c_str() + at + 8);
+}
+
 TEST_CASE(
     "Fashion-MNIST, 3 Gloo workers, one killed: the others regroup within 0.01 of the accuracy") {
-  auto const whole = fashion_run(-1);
-  auto const cut = fashion_run(300);
-  std::cout << "Fashion-MNIST, multiworker, 3 Gloo workers, 1200 global steps: test accuracy "
-            << whole.accuracy << " uninterrupted, " << cut.accuracy
-            << " with worker 2 killed after global step " << cut.killed_at << "\n";
-  CHECK(cut.accuracy >= whole.accuracy - 0.01);
-  CHECK_MESSAGE(cut.worker0_log.find("lost worker:2") != std::string::npos, cut.worker0_log);
-  CHECK_MESSAGE(cut.worker0_log.find("trained 1200 global steps") != std::string::npos,
-                cut.worker0_log);
+  // 12 epochs of 100 steps. Each worker's batch kept (the default): the two survivors draw 400
+  // rows a step where three drew 600, and the epoch goal takes them about 1650 steps, the lost
+  // worker's batches counted. The global batch kept: 600 rows a step, 1200 steps as planned.
+  auto const whole = fashion_run(-1, {"--epochs", "12"});
+  auto const cut = fashion_run(300, {"--epochs", "12"});
+  auto const global = fashion_run(300, {"--steps", "1200"}, true);
+  std::cout << "Fashion-MNIST, multiworker, 3 Gloo workers, 12 epochs: test accuracy "
+            << whole.accuracy << " uninterrupted (" << trained_steps(whole.worker0_log)
+            << " steps); with worker 2 killed after global step " << cut.killed_at << ", "
+            << cut.accuracy << " (" << trained_steps(cut.worker0_log)
+            << " steps), and with the global batch kept " << global.accuracy << " (after step "
+            << global.killed_at << ", " << trained_steps(global.worker0_log) << " steps)\n";
+  CHECK(trained_steps(whole.worker0_log) == 1200);
+  for (auto const* run : {&cut, &global}) {
+    CHECK(run->accuracy >= whole.accuracy - 0.01);
+    CHECK_MESSAGE(run->worker0_log.find("lost worker:2") != std::string::npos, run->worker0_log);
+  }
+  auto const cut_steps = trained_steps(cut.worker0_log);
+  CHECK_MESSAGE((cut_steps >= 1600 && cut_steps <= 1660), cut.worker0_log);
+  CHECK(trained_steps(global.worker0_log) == 1200);
 }
 
 int main(int argc, char** argv) {

@@ -50,7 +50,7 @@ inline UnpackedSnapshot unpack(Snapshot const& s, Variables const& layout,
   layout.assign_named(s.weights, out.weights);
   out.counters = c;
   if (c.local_steps.size() != replicas) {
-    auto const mean = c.batches() / static_cast<std::int64_t>(c.local_steps.size());
+    auto const mean = (c.batches() - c.retired) / static_cast<std::int64_t>(c.local_steps.size());
     out.counters.local_steps.assign(replicas, mean);
   }
   return out;

@@ -13,6 +13,19 @@
 
 namespace convoy {
 
+/// Where a lock-step run's data goes on from, once its group has re-formed (comm::Gloo): from
+/// global step `step`, each step draws `batch` rows from `row` on, of the epochs' orders laid end
+/// to end (epoch × rows + offset), split over `replicas` replicas. A value of 0 in `batch` or
+/// `replicas` is the run's own; all zero, the plan every run starts with (step s draws the
+/// run's global batch number s).
+struct DataOrigin {
+  std::int64_t step = 0;
+  std::int64_t row = 0;
+  std::int64_t batch = 0;
+  std::int64_t replicas = 0;
+  friend bool operator==(DataOrigin const&, DataOrigin const&) = default;
+};
+
 /// Progress as TensorFlow users count it.
 struct Counters {
   /// Updates applied to the shared weights: one per aggregated step when synchronous, one per
@@ -23,10 +36,16 @@ struct Counters {
   /// Each replica's own steps: batches of its slice of the data whose gradients were applied (or
   /// are pending); a dropped gradient's batch is computed again, so it does not count.
   std::vector<std::int64_t> local_steps;
+  /// Batches learned by replicas that have left the group (lost, in a group that re-formed
+  /// without them): still data consumed, so an epoch goal counts them.
+  std::int64_t retired = 0;
+  /// Where the data goes on from after a change of the group; travels with the counters to a
+  /// process that joins, and into checkpoints.
+  DataOrigin data{};
 
   /// Batches learned from over all replicas: the data consumed, in replica-sized batches.
   std::int64_t batches() const {
-    return std::accumulate(local_steps.begin(), local_steps.end(), std::int64_t{0});
+    return std::accumulate(local_steps.begin(), local_steps.end(), retired);
   }
   friend bool operator==(Counters const&, Counters const&) = default;
 };

@@ -115,8 +115,19 @@ void load(Archive& ar, Checkpoint& c) {
 namespace detail {
 
 // The header of every checkpoint (see detail::check_framed). Version 2: the payload is a Snapshot
-// and the data seed.
-inline constexpr FramedKind checkpoint_kind{"CONVOYCK", 2, "checkpoint"};
+// and the data seed; version 3 adds what a group that re-formed counts (the counters' data origin
+// and retired batches) after them, read as all zero from a version 2 file: a run never changed.
+inline constexpr FramedKind checkpoint_kind{"CONVOYCK", 3, "checkpoint", 2};
+inline constexpr std::uint32_t checkpoint_regroup_since = 3;
+
+template <class Archive>
+void save_regroup_counts(Archive& ar, Counters const& c) {
+  ar(c.data.step, c.data.row, c.data.batch, c.data.replicas, c.retired);
+}
+template <class Archive>
+void load_regroup_counts(Archive& ar, Counters& c) {
+  ar(c.data.step, c.data.row, c.data.batch, c.data.replicas, c.retired);
+}
 inline constexpr std::string_view checkpoint_prefix = "checkpoint-";
 inline constexpr std::string_view checkpoint_suffix = ".convoy";
 
@@ -186,6 +197,26 @@ inline std::string generator_problem(std::string const& field, std::string const
   return {};
 }
 
+// What is wrong with what a re-formed group counts (the data origin, the retired batches), or "".
+inline std::string regroup_problem(Counters const& n) {
+  for (auto const& [field, value] : {std::pair<char const*, std::int64_t>{"data_step", n.data.step},
+                                     {"data_row", n.data.row},
+                                     {"data_batch", n.data.batch},
+                                     {"data_replicas", n.data.replicas},
+                                     {"retired", n.retired}}) {
+    if (auto problem = count_problem(field, value); !problem.empty()) return problem;
+  }
+  if (n.data.step > n.global_step) {
+    return "data_step is " + std::to_string(n.data.step) + ", past global_step (" +
+           std::to_string(n.global_step) + ")";
+  }
+  if (n.data.batch < n.data.replicas) {
+    return "data_batch is " + std::to_string(n.data.batch) + ", fewer rows than data_replicas (" +
+           std::to_string(n.data.replicas) + ")";
+  }
+  return "";
+}
+
 // What is wrong with `c`, naming the field, or "" when nothing is. The checks need no model: the
 // counters' ranges and order, one local step per replica, one generator per replica (or none),
 // finite weights and slots, and slots named "<weight>/<slot>" with their weight's shape.
@@ -208,6 +239,7 @@ inline std::string checkpoint_problem(Checkpoint const& c) {
     return "global_step is " + std::to_string(n.global_step) + ", more than applied (" +
            std::to_string(n.applied) + ")";
   }
+  if (auto problem = regroup_problem(n); !problem.empty()) return problem;
   if (n.local_steps.empty()) return "local_steps is empty; it holds one entry per replica";
   if (n.local_steps.size() > checkpoint_max_replicas) {
     return "local_steps has " + std::to_string(n.local_steps.size()) + " entries, more than " +
@@ -281,6 +313,8 @@ std::optional<std::vector<std::string>> manifest_parts(std::filesystem::path con
     Manifest manifest;
     parse_payload(framed, [&](auto& ar) {
       ar(checkpoint);
+      if (framed.version >= manifest_regroup_since)
+        load_regroup_counts(ar, checkpoint.state.counters);
       load_manifest(ar, manifest);
     });
     return manifest.parts;
@@ -353,6 +387,7 @@ std::filesystem::path save_checkpoint_file(std::filesystem::path const& dir,
     write_framed(out, manifest ? manifest_kind : checkpoint_kind, [&](std::ostream& payload) {
       cereal::PortableBinaryOutputArchive ar(payload);
       ar(checkpoint);
+      save_regroup_counts(ar, checkpoint.state.counters);
       if (manifest) save_manifest(ar, *manifest);
     });
   });
@@ -425,8 +460,13 @@ Checkpoint load_checkpoint(std::filesystem::path const& file) {
       in_parts ? detail::manifest_kind : detail::checkpoint_kind);
   Checkpoint checkpoint;
   Manifest manifest;
+  auto const regroup_since =
+      in_parts ? detail::manifest_regroup_since : detail::checkpoint_regroup_since;
   detail::parse_payload(framed, [&](auto& ar) {
     ar(checkpoint);
+    if (framed.version >= regroup_since) {
+      detail::load_regroup_counts(ar, checkpoint.state.counters);
+    }
     if (in_parts) detail::load_manifest(ar, manifest);
   });
   if (in_parts) {

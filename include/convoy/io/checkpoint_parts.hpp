@@ -63,7 +63,8 @@ struct Manifest {
 namespace detail {
 
 inline constexpr FramedKind part_kind{"CONVOYCP", 1, "checkpoint part"};
-inline constexpr FramedKind manifest_kind{"CONVOYCM", 1, "checkpoint"};
+inline constexpr FramedKind manifest_kind{"CONVOYCM", 2, "checkpoint", 1};
+inline constexpr std::uint32_t manifest_regroup_since = 2;  // as checkpoint_kind's 3
 // A manifest names at most this many parts, and a part at most this many pieces and slots.
 inline constexpr std::size_t max_parts = 65536;
 inline constexpr std::size_t max_pieces = std::size_t{1} << 20;

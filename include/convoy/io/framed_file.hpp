@@ -31,12 +31,13 @@ namespace detail {
 // name with the reason, before a parser sees it.
 inline constexpr std::size_t framed_header_size = 8 + 4 + 8 + 4;
 
-// What one kind of framed file is: its magic (8 bytes), the version this build writes and reads,
-// and its name in messages ("checkpoint").
+// What one kind of framed file is: its magic (8 bytes), the version this build writes, its name in
+// messages ("checkpoint"), and the oldest version it still reads (0: only its own).
 struct FramedKind {
   std::string_view magic;
   std::uint32_t version;
   std::string_view noun;
+  std::uint32_t oldest = 0;
 };
 
 inline std::uint32_t crc32_update(std::uint32_t crc, char const* data, std::size_t size) {
@@ -129,8 +130,9 @@ void write_framed(std::ostream& out, FramedKind const& kind, Write&& write) {
 template <class Exception>
 struct FramedFile {
   std::ifstream in;
-  std::uint64_t end = 0;  // offset just past the payload: the file's size
-  std::string where;      // "convoy: <noun> '<path>' ", to start messages
+  std::uint64_t end = 0;      // offset just past the payload: the file's size
+  std::string where;          // "convoy: <noun> '<path>' ", to start messages
+  std::uint32_t version = 0;  // the format version its header gave
 
   Exception fail(std::string const& why) const { return Exception(where + why); }
 
@@ -175,10 +177,13 @@ FramedFile<Exception> check_framed(std::ifstream opened, std::filesystem::path c
                       " bytes, found " + std::to_string(got));
   }
   auto const version = get_le<std::uint32_t>(header.data() + 8);
-  if (version != kind.version) {
+  auto const oldest = kind.oldest > 0 ? kind.oldest : kind.version;
+  if (version < oldest || version > kind.version) {
     throw framed.fail("has format version " + std::to_string(version) + ", this build reads " +
+                      (oldest == kind.version ? "" : std::to_string(oldest) + " to ") +
                       std::to_string(kind.version));
   }
+  framed.version = version;
   auto const length = get_le<std::uint64_t>(header.data() + 12);
   auto const stored_crc = get_le<std::uint32_t>(header.data() + 20);
   std::uint64_t const found = framed.end - header.size();

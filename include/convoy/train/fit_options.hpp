@@ -28,8 +28,12 @@ using Callback = std::function<bool(StepReport const&)>;
 struct FitOptions {
   /// Global steps to reach (updates of the shared weights, under every policy); 0: use epochs.
   std::int64_t steps = 0;
-  double epochs = 0.0;             ///< used when steps is 0: passes over the training data
-  std::size_t batch_size = 100;    ///< the global batch, split evenly over the replicas
+  double epochs = 0.0;           ///< used when steps is 0: passes over the training data
+  std::size_t batch_size = 100;  ///< the global batch, split evenly over the replicas
+  /// When the group re-forms mid-run (comm::Gloo, after a loss or a join): false keeps each
+  /// replica's batch, so the global batch follows the group's size (as Horovod); true keeps the
+  /// global batch, split over the replicas as evenly as the rows allow.
+  bool keep_global_batch = false;
   std::int64_t log_every = 100;    ///< progress line every this many global steps; 0: quiet
   std::ostream* log = &std::cout;  ///< where progress goes; null: nowhere
   LogFormat log_format = LogFormat::progress;  ///< progress lines, or TensorFlow's (progress.hpp)

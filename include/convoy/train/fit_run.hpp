@@ -76,6 +76,14 @@ class FitRun {
         io::load_latest_checkpoint(options_.checkpoint_dir, warnings(),
                                    [&](io::LoadedCheckpoint const& c) { trainer_.check_fits(c); });
     if (!latest) return;
+    // A run whose group changed before the checkpoint goes on from the row where it stood, with
+    // this run's own batch over its own replicas.
+    if (auto& data = latest->checkpoint.state.counters.data; data != DataOrigin{}) {
+      io::Sampler const sampler(train_.rows(), options_.batch_size, strategy_.replicas(),
+                                latest->checkpoint.data_seed);
+      auto const step = latest->checkpoint.state.counters.global_step;
+      data = {.step = step, .row = sampler.row_at(data, step), .batch = 0, .replicas = 0};
+    }
     seed_ = trainer_.restore(*latest);
     if (log_) {
       *log_ << "convoy: resumed from " << latest->file.string() << " at global step "
@@ -101,9 +109,21 @@ class FitRun {
     auto buffers = std::make_shared<std::vector<io::BatchBuffer>>();
     buffers->reserve(replicas);
     for (std::size_t r = 0; r < replicas; ++r) buffers->emplace_back(strategy_.batch_memory(r));
+    // A group that grows back (comm::Gloo) may number this process's replicas past the plan's
+    // count; its consecutive numbers still take distinct buffers modulo it.
     plan_.batch = [&train = train_, sampler, buffers, threads = gather_threads()](
                       std::size_t replica, std::int64_t local_step) {
-      return sampler.fill(train, replica, local_step, (*buffers)[replica], threads[replica]);
+      auto const r = replica % buffers->size();
+      return sampler.fill(train, replica, local_step, (*buffers)[r], threads[r]);
+    };
+    plan_.batch_at = [&train = train_, sampler, buffers, threads = gather_threads()](
+                         std::size_t replica, std::int64_t step, DataOrigin const& origin) {
+      auto const r = replica % buffers->size();
+      return sampler.fill_at(train, replica, step, origin, (*buffers)[r], threads[r]);
+    };
+    plan_.replan = [sampler, keep = options_.keep_global_batch](
+                       DataOrigin const& from, std::int64_t step, std::size_t replicas) {
+      return sampler.replan(from, step, replicas, keep);
     };
   }
 

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "../core/batch.hpp"
+#include "../core/snapshot.hpp"
 
 namespace convoy {
 
@@ -36,6 +37,14 @@ struct RunPlan {
                                    ///< all (a lock-step run: a multiple of the replicas); 0: no limit
   std::function<Batch(std::size_t replica, std::int64_t local_step)> batch;
   std::function<bool(StepReport const&)> after_step;  ///< false stops the run
+  /// Optional, for an engine whose group re-forms between steps (comm::Gloo): replica `replica`
+  /// of `origin.replicas`' batch of global step `step`, with the data planned from `origin`, and
+  /// the origin a group of `replicas` goes on from at global step `step`, after `from`. Without
+  /// them a re-formed group's replicas read the slices of their new numbers in batch()'s global
+  /// batches, and the missing numbers' slices are skipped.
+  std::function<Batch(std::size_t replica, std::int64_t step, DataOrigin const& origin)> batch_at{};
+  std::function<DataOrigin(DataOrigin const& from, std::int64_t step, std::size_t replicas)>
+      replan{};
 
   /// True once `c` has reached a goal of the plan.
   bool reached(std::int64_t global_step, std::int64_t batches) const {

@@ -147,7 +147,7 @@ TEST_CASE("the file starts with the documented little-endian header") {
   auto const bytes = read_file(convoy::io::save_checkpoint(dir.path, make_checkpoint(1)));
   REQUIRE(bytes.size() > header_size);
   CHECK(bytes.substr(0, 8) == "CONVOYCK");
-  CHECK(bytes.substr(8, 4) == std::string("\x02\x00\x00\x00", 4));
+  CHECK(bytes.substr(8, 4) == std::string("\x03\x00\x00\x00", 4));
   std::uint64_t length = 0;
   for (int i = 7; i >= 0; --i) length = length << 8 | static_cast<unsigned char>(bytes[12 + i]);
   CHECK(length == bytes.size() - header_size);
@@ -279,7 +279,33 @@ TEST_CASE("another format version is refused with both versions named") {
   auto bytes = read_file(file);
   bytes[8] = '\x07';
   write_file(file, bytes);
-  CHECK(contains(load_error(file), "format version 7, this build reads 2"));
+  CHECK(contains(load_error(file), "format version 7, this build reads 2 to 3"));
+  bytes[8] = '\x01';
+  write_file(file, bytes);
+  CHECK(contains(load_error(file), "format version 1, this build reads 2 to 3"));
+}
+
+TEST_CASE("a re-formed group's data origin and retired batches are kept; version 2 reads as none") {
+  convoy::testing::TempDir dir("ckpt-origin");
+  auto saved = make_checkpoint(42);
+  saved.state.counters.data = {.step = 30, .row = 1234, .batch = 32, .replicas = 2};
+  saved.state.counters.retired = 25;
+  auto const loaded = convoy::io::load_checkpoint(convoy::io::save_checkpoint(dir.path, saved));
+  CHECK(loaded.state.counters.data == saved.state.counters.data);
+  CHECK(loaded.state.counters.retired == 25);
+  CHECK(loaded.state.counters.batches() == 42 + 43 + 45 + 25);
+
+  // Version 2: the same payload without the origin.
+  auto const file = dir / "checkpoint-0000000050.convoy";
+  write_file(file, framed(payload_of(make_checkpoint(50))));
+  auto const old = convoy::io::load_checkpoint(file);
+  CHECK(old.state.counters.data == convoy::DataOrigin{});
+  CHECK(old.state == make_checkpoint(50).state);
+
+  saved.state.counters.data.step = 43;
+  CHECK_THROWS_WITH_AS(convoy::io::save_checkpoint(dir.path, saved),
+                       doctest::Contains("data_step is 43, past global_step (42)"),
+                       convoy::CheckpointError);
 }
 
 TEST_CASE("a payload with a valid checksum that cereal cannot parse is refused") {

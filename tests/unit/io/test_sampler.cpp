@@ -192,6 +192,107 @@ TEST_CASE("a gather on several threads fills the same rows as one on one thread"
   }
 }
 
+TEST_CASE("the data planned from the first origin is the run's own, step for step") {
+  auto const data = numbered(107);
+  Sampler const sampler(data.rows(), 12, 3, 5);
+  // A group re-formed at once with its own size and batch goes on where it stood, too.
+  auto const again = sampler.replan({}, 13, 3, false);
+  CHECK(again.row == 13 * 12 - 8 * 12 + 107);  // epoch 1 (8 steps of 12 each), its 5th step
+  BatchBuffer a, b, c;
+  for (std::int64_t step = 0; step < 30; ++step) {
+    for (std::size_t r = 0; r < 3; ++r) {
+      CAPTURE(step);
+      CAPTURE(r);
+      auto const own = step_rows(sampler, data, r, step);
+      CHECK(rows_of(sampler.fill_at(data, r, step, {}, a)) == own);
+      if (step >= 13) CHECK(rows_of(sampler.fill_at(data, r, step, again, b)) == own);
+      CHECK(rows_of(sampler.fill_at(data, r, step, sampler.replan({}, step, 3, true), c)) == own);
+    }
+  }
+}
+
+namespace {
+
+// Trains through `changes` (global step -> replicas from then on) and checks the data the
+// re-formed groups draw: within an epoch no row twice, each step's batch split whole over its
+// replicas, and an epoch left only with a tail shorter than the batch that moved past it.
+void check_regrouped_epochs(Sampler const& sampler, Dataset const& data,
+                            std::vector<std::pair<std::int64_t, std::size_t>> const& changes,
+                            bool keep_global_batch, std::size_t want_batch_after_first) {
+  convoy::DataOrigin origin;
+  std::size_t next = 0;
+  std::vector<int> seen(data.rows(), 0);
+  std::int64_t epoch = 0;
+  std::size_t epochs_checked = 0;
+  std::vector<BatchBuffer> buffers(8);
+  for (std::int64_t step = 0; step < 60; ++step) {
+    CAPTURE(step);
+    if (next < changes.size() && changes[next].first == step) {
+      origin = sampler.replan(origin, step, changes[next].second, keep_global_batch);
+      ++next;
+      if (next == 1) CHECK(static_cast<std::size_t>(origin.batch) == want_batch_after_first);
+    }
+    auto const place = sampler.place(origin, step);
+    if (place.epoch != epoch) {
+      // The epoch ended: every row but a tail shorter than this batch was drawn, once.
+      auto const drawn = static_cast<std::size_t>(std::count(seen.begin(), seen.end(), 1));
+      CHECK(data.rows() - drawn < place.batch);
+      CHECK(place.epoch == epoch + 1);
+      CHECK(place.offset == 0);
+      std::fill(seen.begin(), seen.end(), 0);
+      epoch = place.epoch;
+      ++epochs_checked;
+    }
+    std::size_t rows = 0;
+    for (std::size_t r = 0; r < place.replicas; ++r) {
+      auto const part = rows_of(sampler.fill_at(data, r, step, origin, buffers[r]));
+      CHECK(part.size() + 1 >= place.batch / place.replicas);
+      rows += part.size();
+      for (auto row : part) CHECK(++seen[static_cast<std::size_t>(row)] == 1);
+    }
+    CHECK(rows == place.batch);
+  }
+  CHECK(next == changes.size());
+  CHECK(epochs_checked >= 4);
+}
+
+}  // namespace
+
+TEST_CASE("a group re-formed mid-epoch goes on from the next row: no row twice, none skipped") {
+  auto const data = numbered(107);
+  Sampler const sampler(data.rows(), 24, 4, 9);
+  // One of 4 lost at step 3 (mid-epoch), taken back at step 7, two lost at step 20 and back one
+  // by one, a change at an epoch's very end (step 26 of 4 steps an epoch) among them.
+  std::vector<std::pair<std::int64_t, std::size_t>> const changes{{3, 3},  {7, 4},  {20, 2},
+                                                                  {21, 3}, {26, 4}, {40, 3}};
+  SUBCASE("each replica's batch kept: the global batch follows the group") {
+    check_regrouped_epochs(sampler, data, changes, false, 18);
+  }
+  SUBCASE("the global batch kept: each replica's share follows the group") {
+    check_regrouped_epochs(sampler, data, changes, true, 24);
+    // 24 rows over 5: as even as they go.
+    auto const five = sampler.replan({}, 2, 5, true);
+    auto const place = sampler.place(five, 2);
+    for (std::size_t r = 0; r < 5; ++r)
+      CHECK(place.first(r + 1) - place.first(r) == (r == 0 ? 4u : 5u));
+  }
+}
+
+TEST_CASE("a re-formed group's data refuses what it cannot hold, naming it") {
+  auto const data = numbered(30);
+  Sampler const sampler(data.rows(), 12, 2, 1);
+  CHECK_THROWS_AS(sampler.replan({}, 3, 6, false), DatasetError);  // 36 rows of 30
+  auto const two = sampler.replan({}, 3, 2, false);
+  CHECK_THROWS_AS(sampler.place(two, 2), DatasetError);  // before its origin
+  BatchBuffer buf;
+  CHECK_THROWS_AS(sampler.fill_at(data, 2, 3, two, buf), DatasetError);
+  try {
+    (void)sampler.replan({}, 3, 6, false);
+  } catch (DatasetError const& e) {
+    CHECK(contains(e.what(), "a group of 6 replicas cannot go on with a batch of 36 rows of 30"));
+  }
+}
+
 TEST_CASE("Sampler refuses a batch that does not split over the replicas, suggesting a multiple") {
   auto const message = sampler_error(100, 10, 4);
   CHECK(contains(message, "batch of 10"));

@@ -202,7 +202,7 @@ class CollectiveEngine {
       } catch (std::exception const& e) {
         if constexpr (regroups<Fabric, typename state_type::group_type>) {
           if (fabric_->may_regroup()) {
-            regroup(e.what());
+            regroup(plan, e.what());
             continue;
           }
         }
@@ -212,10 +212,11 @@ class CollectiveEngine {
   }
 
  private:
-  // The survivors' new group: its fabric, and the counters of the replicas that go on, under
-  // their new numbers. The next run_once starts with every replica taking the new replica 0's
-  // state: the member furthest on, so a step some survivors applied is neither lost nor redone.
-  void regroup(std::string const& why) {
+  // The survivors' new group: its fabric, the counters of the replicas that go on, under their
+  // new numbers, and where the data goes on from (the plan's replan). The next run_once starts
+  // with every replica taking the new replica 0's state and counters: the member furthest on, so
+  // a step some survivors applied is neither lost nor redone, nor its rows drawn again.
+  void regroup(RunPlan const& plan, std::string const& why) {
     auto& group = state_->group();
     std::vector<std::size_t> const before = fabric_->members();
     auto const old_steps = group.counters().local_steps;
@@ -226,6 +227,11 @@ class CollectiveEngine {
     std::vector<std::size_t> const after = fabric_->members();
     std::size_t const local = group.size();
     std::vector<std::int64_t> steps(after.size() * local, 0);
+    for (std::size_t p = 0; p < before.size(); ++p) {  // the batches of those who left
+      if (std::find(after.begin(), after.end(), before[p]) != after.end()) continue;
+      for (std::size_t i = 0; i < local && p * local + i < old_steps.size(); ++i)
+        group.counters().retired += old_steps[p * local + i];
+    }
     for (std::size_t p = 0; p < after.size(); ++p) {
       auto const was = static_cast<std::size_t>(std::find(before.begin(), before.end(), after[p]) -
                                                 before.begin());
@@ -234,26 +240,40 @@ class CollectiveEngine {
     }
     group.count_replicas(fabric_->world_size());
     group.counters().local_steps = std::move(steps);
+    if (plan.replan) {
+      group.counters().data =
+          plan.replan(group.counters().data, group.counters().global_step, fabric_->world_size());
+    }
     spent_.clear();
   }
 
-  void run_once(RunPlan const& plan) {
+  void check_not_spent() const {
     if (!spent_.empty()) {
       throw Error("convoy: this strategy's collective stopped in an earlier run (" + spent_ +
                   "); its state is as of global step " +
                   std::to_string(state_->counters().global_step) +
                   ": save it with snapshot() and build a new strategy");
     }
-    auto& group = state_->group();
-    group.check_optimizer_state();
-    std::size_t const local = group.size();
-    // Replica 0 steps the slots a snapshot saves; the others keep their own, taken from replica
-    // 0's at the start of the run.
+  }
+
+  // Replica 0 steps the slots a snapshot saves; the others keep their own, taken from replica
+  // 0's at the start of the run.
+  std::vector<optim::OptimizerState> make_own_slots() const {
+    auto const& group = state_->group();
     std::vector<optim::OptimizerState> own_slots;
-    for (std::size_t r = 1; r < local; ++r) {
+    for (std::size_t r = 1; r < group.size(); ++r) {
       own_slots.push_back(
           group.optimizer().make_state(group.layout(), memory_of(group.context(r))));
     }
+    return own_slots;
+  }
+
+  void run_once(RunPlan const& plan) {
+    check_not_spent();
+    auto& group = state_->group();
+    group.check_optimizer_state();
+    std::size_t const local = group.size();
+    auto own_slots = make_own_slots();
     auto slots_of = [&](std::size_t r) -> optim::OptimizerState& {
       return r == 0 ? group.slots() : own_slots[r - 1];
     };
@@ -294,9 +314,13 @@ class CollectiveEngine {
                              group.optimizer(), slots_of(r));
         auto const global = fabric_->first_replica() + r;
         if (plan.reached(start.global_step, start.batches())) return;
-        // This thread's own count: replica 0's thread writes the group's counters meanwhile.
-        for (std::int64_t local_step = start.local_steps[global];; ++local_step) {
-          Batch const batch = plan.batch(global, local_step);
+        auto const data = planned_data(plan, start);
+        // This thread's own count: replica 0's thread writes the group's counters meanwhile. The
+        // rows follow the group's global step where the plan can re-plan them for a new group.
+        for (std::int64_t local_step = start.local_steps[global], step = start.global_step;;
+             ++local_step, ++step) {
+          Batch const batch =
+              plan.batch_at ? plan.batch_at(global, step, data) : plan.batch(global, local_step);
           auto const began = std::chrono::steady_clock::now();
           losses[r] = replica.step(batch);
           seconds[r] =
@@ -373,6 +397,16 @@ class CollectiveEngine {
     return e;
   }
 
+  // Where this run's rows come from: the counters' origin, planned again for this group's size
+  // when a snapshot of a group of another size was restored.
+  DataOrigin planned_data(RunPlan const& plan, Counters const& start) const {
+    auto const replicas = state_->group().counted_replicas();
+    if (!plan.replan || start.data.replicas == 0 ||
+        static_cast<std::size_t>(start.data.replicas) == replicas)
+      return start.data;
+    return plan.replan(start.data, start.global_step, replicas);
+  }
+
   // Replica r takes the run's replica 0's weights, slots and counters: each is summed over the
   // replicas with every other replica's part zeroed. Returns the counters; replica 0's thread
   // also writes them into the group, which the other threads read only after a barrier.
@@ -392,8 +426,9 @@ class CollectiveEngine {
     // Read before this replica hands in its part, which replica 0's thread waits for before it
     // writes the group's counters below.
     Counters counters = group.counters();
-    std::vector<std::int64_t> counts{slots.updates, counters.global_step, counters.applied,
-                                     counters.dropped};
+    std::vector<std::int64_t> counts{slots.updates,       counters.global_step,   counters.applied,
+                                     counters.dropped,    counters.data.step,     counters.data.row,
+                                     counters.data.batch, counters.data.replicas, counters.retired};
     counts.insert(counts.end(), counters.local_steps.begin(), counters.local_steps.end());
     std::pmr::vector<float> wire(counts.size() * detail::pieces_per_count, 0.0f, memory_of(ctx));
     if (root) detail::encode_counts(counts, wire);
@@ -404,7 +439,10 @@ class CollectiveEngine {
     counters.global_step = counts[1];
     counters.applied = counts[2];
     counters.dropped = counts[3];
-    std::copy(counts.begin() + 4, counts.end(), counters.local_steps.begin());
+    counters.data = {
+        .step = counts[4], .row = counts[5], .batch = counts[6], .replicas = counts[7]};
+    counters.retired = counts[8];
+    std::copy(counts.begin() + 9, counts.end(), counters.local_steps.begin());
     if (r == 0) group.counters() = counters;
     return counters;
   }
