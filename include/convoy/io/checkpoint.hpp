@@ -120,12 +120,9 @@ namespace detail {
 inline constexpr FramedKind checkpoint_kind{"CONVOYCK", 3, "checkpoint", 2};
 inline constexpr std::uint32_t checkpoint_regroup_since = 3;
 
-template <class Archive>
-void save_regroup_counts(Archive& ar, Counters const& c) {
-  ar(c.data.step, c.data.row, c.data.batch, c.data.replicas, c.retired);
-}
-template <class Archive>
-void load_regroup_counts(Archive& ar, Counters& c) {
+// Saves (Counters const) or loads (Counters) them, as cereal's serialize does.
+template <class Archive, class C>
+void regroup_counts(Archive& ar, C& c) {
   ar(c.data.step, c.data.row, c.data.batch, c.data.replicas, c.retired);
 }
 inline constexpr std::string_view checkpoint_prefix = "checkpoint-";
@@ -313,8 +310,7 @@ std::optional<std::vector<std::string>> manifest_parts(std::filesystem::path con
     Manifest manifest;
     parse_payload(framed, [&](auto& ar) {
       ar(checkpoint);
-      if (framed.version >= manifest_regroup_since)
-        load_regroup_counts(ar, checkpoint.state.counters);
+      if (framed.version >= manifest_regroup_since) regroup_counts(ar, checkpoint.state.counters);
       load_manifest(ar, manifest);
     });
     return manifest.parts;
@@ -387,7 +383,7 @@ std::filesystem::path save_checkpoint_file(std::filesystem::path const& dir,
     write_framed(out, manifest ? manifest_kind : checkpoint_kind, [&](std::ostream& payload) {
       cereal::PortableBinaryOutputArchive ar(payload);
       ar(checkpoint);
-      save_regroup_counts(ar, checkpoint.state.counters);
+      regroup_counts(ar, checkpoint.state.counters);
       if (manifest) save_manifest(ar, *manifest);
     });
   });
@@ -465,7 +461,7 @@ Checkpoint load_checkpoint(std::filesystem::path const& file) {
   detail::parse_payload(framed, [&](auto& ar) {
     ar(checkpoint);
     if (framed.version >= regroup_since) {
-      detail::load_regroup_counts(ar, checkpoint.state.counters);
+      detail::regroup_counts(ar, checkpoint.state.counters);
     }
     if (in_parts) detail::load_manifest(ar, manifest);
   });

@@ -83,11 +83,7 @@ class Sampler {
   /// batch that no longer fits in its epoch starts the next one. Throws DatasetError for a step
   /// before the origin or an origin this data cannot hold.
   Place place(DataOrigin const& origin, std::int64_t step) const {
-    Place p{
-        .epoch = 0,
-        .offset = 0,
-        .batch = origin.batch > 0 ? static_cast<std::size_t>(origin.batch) : batch_,
-        .replicas = origin.replicas > 0 ? static_cast<std::size_t>(origin.replicas) : replicas_};
+    Place p{.epoch = 0, .offset = 0, .batch = batch_of(origin), .replicas = replicas_of(origin)};
     if (step < origin.step || origin.row < 0 || p.batch > rows_ || p.batch < p.replicas) {
       throw DatasetError("convoy: the data planned from global step " +
                          std::to_string(origin.step) + " (row " + std::to_string(origin.row) +
@@ -129,9 +125,8 @@ class Sampler {
   DataOrigin replan(DataOrigin const& from, std::int64_t step, std::size_t replicas,
                     bool keep_global_batch) const {
     DataOrigin next{.step = step, .row = row_at(from, step), .batch = 0, .replicas = 0};
-    auto const last = place(from, std::max(from.step, step - 1));
     std::size_t const batch =
-        keep_global_batch ? last.batch : last.batch / last.replicas * replicas;
+        keep_global_batch ? batch_of(from) : batch_of(from) / replicas_of(from) * replicas;
     if (replicas == 0 || batch > rows_ || batch < replicas) {
       throw DatasetError("convoy: a group of " + std::to_string(replicas) +
                          " replicas cannot go on with a batch of " + std::to_string(batch) +
@@ -177,6 +172,14 @@ class Sampler {
   }
 
  private:
+  // An origin's batch and replicas; 0 is the run's own.
+  std::size_t batch_of(DataOrigin const& o) const {
+    return o.batch > 0 ? static_cast<std::size_t>(o.batch) : batch_;
+  }
+  std::size_t replicas_of(DataOrigin const& o) const {
+    return o.replicas > 0 ? static_cast<std::size_t>(o.replicas) : replicas_;
+  }
+
   Batch gather(Dataset const& data, Place const& p, std::size_t replica, BatchBuffer& buf,
                int threads) const {
     if (buf.epoch != p.epoch) {

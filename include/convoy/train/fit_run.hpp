@@ -110,16 +110,15 @@ class FitRun {
     buffers->reserve(replicas);
     for (std::size_t r = 0; r < replicas; ++r) buffers->emplace_back(strategy_.batch_memory(r));
     // A group that grows back (comm::Gloo) may number this process's replicas past the plan's
-    // count; its consecutive numbers still take distinct buffers modulo it.
-    plan_.batch = [&train = train_, sampler, buffers, threads = gather_threads()](
-                      std::size_t replica, std::int64_t local_step) {
-      auto const r = replica % buffers->size();
-      return sampler.fill(train, replica, local_step, (*buffers)[r], threads[r]);
-    };
+    // count; its consecutive numbers still take distinct buffers modulo it. batch() is the plan
+    // every run starts with: batch_at()'s first origin.
     plan_.batch_at = [&train = train_, sampler, buffers, threads = gather_threads()](
                          std::size_t replica, std::int64_t step, DataOrigin const& origin) {
       auto const r = replica % buffers->size();
       return sampler.fill_at(train, replica, step, origin, (*buffers)[r], threads[r]);
+    };
+    plan_.batch = [batch_at = plan_.batch_at](std::size_t replica, std::int64_t local_step) {
+      return batch_at(replica, local_step, DataOrigin{});
     };
     plan_.replan = [sampler, keep = options_.keep_global_batch](
                        DataOrigin const& from, std::int64_t step, std::size_t replicas) {
