@@ -300,6 +300,28 @@ TEST_CASE("BatchNorm's statistics: a synchronous step keeps the mean of the repl
   }
 }
 
+TEST_CASE("evaluate() in slices of evaluate_rows sums to the whole batch's metrics") {
+  // A trained BatchNorm net, so that eval() mode matters; 100 rows in slices of 7 (the last one 2
+  // rows) against one pass over all of them.
+  auto whole = make_model(true);
+  whole.forward_backward(rows_of(0, 32));
+  auto const test = rows_of(64, 100);
+  auto with_slices = [&](std::size_t rows) {
+    Net model([] { return conv_net(true); }, {.row_shape = {1, side, side}, .evaluate_rows = rows});
+    model.variables().set_flat(whole.variables().get_flat());
+    return model;
+  };
+  auto sliced = with_slices(7), one_pass = with_slices(0);
+  auto const a = sliced.evaluate(test), b = one_pass.evaluate(test);
+  CHECK(a.count == 100);
+  CHECK(a.correct == b.correct);
+  CHECK(a.loss_sum == doctest::Approx(b.loss_sum).epsilon(1e-5));
+  // A batch whose features do not fit its rows is still refused, naming the row shape.
+  Batch bad = test;
+  bad.features = bad.features.first(bad.features.size() - 1);
+  CHECK_THROWS_WITH_AS(sliced.evaluate(bad), doctest::Contains("row shape {1, 4, 4}"), ShapeError);
+}
+
 TEST_CASE("weights travel by LibTorch's names between convoy's files and a plain module") {
   testing::TempDir dir("torch-weights");
   auto m = make_model(true);
