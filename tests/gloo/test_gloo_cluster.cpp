@@ -160,9 +160,10 @@ struct RowsMlp {
   Metrics evaluate(Batch const& batch) { return mlp.evaluate(batch); }
 };
 
-// A synchronous run to `until` that writes, after every step, its global step and the rows this
-// process trained on in it ("rows<rank>.txt", appended to: a process started again, or a run
-// resumed, adds its steps); `kill` as train_task's; checkpoints every 5 steps in `checkpoints`.
+// A synchronous run to global step `until` that writes, after every step, its global step and the
+// rows this process trained on in it ("rows<rank>.txt", appended to: a process started again, or a
+// run resumed, adds its steps); `kill` as train_task's; checkpoints every 5 steps in
+// `checkpoints`. With the global batch kept, the goal is in epochs: as many as `until` steps.
 int rows_task(std::filesystem::path const& dir, std::int64_t until, Kill kill,
               bool keep_global_batch, std::filesystem::path const& checkpoints = {}) {
   using S = Strategy<RowsMlp, place::Host, comm::Gloo, sync::Synchronous>;
@@ -173,21 +174,31 @@ int rows_task(std::filesystem::path const& dir, std::int64_t until, Kill kill,
   Trainer<S> trainer{S{std::move(model), place::Host{}, gloo_policy(), sync::Synchronous{}},
                      optim::Adam{.learning_rate = 0.01f}};
   std::vector<float> losses;
-  trainer.fit(numbered_data(), {.steps = until,
-                                .batch_size = batch_size,
-                                .keep_global_batch = keep_global_batch,
-                                .log = nullptr,
-                                .checkpoint_dir = checkpoints,
-                                .checkpoint_every = checkpoints.empty() ? 0 : 5,
-                                .callbacks = {[&](StepReport const& r) {
-                                  losses.push_back(r.loss);
-                                  rows << r.global_step;
-                                  for (int row : *last) rows << " " << row;
-                                  rows << std::endl;
-                                  if (rank == kill.rank && r.global_step == kill.step)
-                                    std::_Exit(9);
-                                  return true;
-                                }}});
+  auto const steps_per_epoch = static_cast<double>(numbered_data().rows() / batch_size);
+  trainer.fit(
+      numbered_data(),
+      {.steps = keep_global_batch ? 0 : until,
+       .epochs = keep_global_batch ? (static_cast<double>(until) - 0.5) / steps_per_epoch : 0.0,
+       .batch_size = batch_size,
+       .keep_global_batch = keep_global_batch,
+       .log = nullptr,
+       .checkpoint_dir = checkpoints,
+       .checkpoint_every = checkpoints.empty() ? 0 : 5,
+       .callbacks = {[&](StepReport const& r) {
+         losses.push_back(r.loss);
+         rows << r.global_step;
+         for (int row : *last) rows << " " << row;
+         rows << std::endl;
+         if (rank == kill.rank && r.global_step == kill.step) {
+           // Long enough for the others to take this step's last bytes: a process that ends
+           // with unread bytes resets its connections, and a peer that lost the step's end
+           // would leave its rows unwritten here, though the step (taken from the member
+           // furthest on) trained them.
+           std::this_thread::sleep_for(300ms);
+           std::_Exit(9);
+         }
+         return true;
+       }}});
   write_result(dir / ("worker" + std::to_string(rank) + ".txt"), losses,
                trainer.strategy().weights(), trainer.strategy().global_step());
   return 0;
@@ -342,7 +353,7 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
   }
   // "rows-R-S-G[-U]": rank R killed after global step S; the others reach step 40 (or U, then
   // checkpointing in dir/ckpt, from which a later run resumes), each replica's batch kept (G 0)
-  // or the global batch (G 1).
+  // or the global batch (G 1, the goal then in epochs: the data of 40 steps).
   if (scenario.starts_with("rows-")) {
     int rank = -1, global = 0;
     long long step = 0, until = 0;
@@ -658,6 +669,8 @@ TEST_CASE("a worker killed mid-run: the survivors' data goes on from the next ro
     CHECK(tasks[1].status == 9);
     CHECK_MESSAGE(tasks[0].status == 0, testing::read_file(tasks[0].log));
     CHECK_MESSAGE(tasks[2].status == 0, testing::read_file(tasks[2].log));
+    // With the global batch kept, the epoch goal ends at the uninterrupted run's step: the
+    // survivors' steps draw as many rows as the three's did.
     check_data_plan(dir.path, 3, survive_steps, batch_size / 3, keep_global ? batch_size : 0);
     auto const zero = read_result(dir.path / "worker0.txt");
     auto const two = read_result(dir.path / "worker2.txt");
@@ -882,7 +895,7 @@ TEST_CASE(
   // worker's batches counted. The global batch kept: 600 rows a step, 1200 steps as planned.
   auto const whole = fashion_run(-1, {"--epochs", "12"});
   auto const cut = fashion_run(300, {"--epochs", "12"});
-  auto const global = fashion_run(300, {"--steps", "1200"}, true);
+  auto const global = fashion_run(300, {"--epochs", "12"}, true);
   std::cout << "Fashion-MNIST, multiworker, 3 Gloo workers, 12 epochs: test accuracy "
             << whole.accuracy << " uninterrupted (" << trained_steps(whole.worker0_log)
             << " steps); with worker 2 killed after global step " << cut.killed_at << ", "

@@ -36,8 +36,10 @@ struct Counters {
   /// Each replica's own steps: batches of its slice of the data whose gradients were applied (or
   /// are pending); a dropped gradient's batch is computed again, so it does not count.
   std::vector<std::int64_t> local_steps;
-  /// Batches learned by replicas that have left the group (lost, in a group that re-formed
-  /// without them): still data consumed, so an epoch goal counts them.
+  /// Batches learned that the replicas' local steps do not show: those of replicas that have
+  /// left the group (lost, in a group that re-formed without them), and, where the data was
+  /// planned again with its global batch kept, the difference between the plan's batches a step's
+  /// rows make and the replicas' steps. Still data consumed, so an epoch goal counts them.
   std::int64_t retired = 0;
   /// Where the data goes on from after a change of the group; travels with the counters to a
   /// process that joins, and into checkpoints.

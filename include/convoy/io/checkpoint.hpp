@@ -199,9 +199,23 @@ inline std::string regroup_problem(Counters const& n) {
   for (auto const& [field, value] : {std::pair<char const*, std::int64_t>{"data_step", n.data.step},
                                      {"data_row", n.data.row},
                                      {"data_batch", n.data.batch},
-                                     {"data_replicas", n.data.replicas},
-                                     {"retired", n.retired}}) {
+                                     {"data_replicas", n.data.replicas}}) {
     if (auto problem = count_problem(field, value); !problem.empty()) return problem;
+  }
+  // retired goes below 0 where a global batch kept is split over more replicas than the run
+  // began with (each draws less than the plan's batch); the batches in all never do.
+  if (n.retired > checkpoint_max_count) {
+    return "retired is " + std::to_string(n.retired) + ", above 2^53";
+  }
+  if (n.retired < 0) {  // within the replicas' steps, each counted up to 2^53 (checked apart)
+    std::int64_t steps = 0;
+    for (auto k : n.local_steps) {
+      if (steps >= -n.retired) break;
+      steps += std::clamp<std::int64_t>(k, 0, checkpoint_max_count);
+    }
+    if (steps < -n.retired) {
+      return "retired is " + std::to_string(n.retired) + ", more below 0 than the replicas' steps";
+    }
   }
   if (n.data.step > n.global_step) {
     return "data_step is " + std::to_string(n.data.step) + ", past global_step (" +

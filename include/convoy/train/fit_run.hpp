@@ -120,6 +120,7 @@ class FitRun {
     plan_.batch = [batch_at = plan_.batch_at](std::size_t replica, std::int64_t local_step) {
       return batch_at(replica, local_step, DataOrigin{});
     };
+    plan_.batch_rows = static_cast<std::int64_t>(rows_per_replica_);
     plan_.replan = [sampler, keep = options_.keep_global_batch](
                        DataOrigin const& from, std::int64_t step, std::size_t replicas) {
       return sampler.replan(from, step, replicas, keep);

@@ -45,6 +45,11 @@ struct RunPlan {
   std::function<Batch(std::size_t replica, std::int64_t step, DataOrigin const& origin)> batch_at{};
   std::function<DataOrigin(DataOrigin const& from, std::int64_t step, std::size_t replicas)>
       replan{};
+  /// Rows of one replica's batch in the plan every run starts with (with batch_at): a lock step
+  /// of data planned again (DataOrigin::batch rows) counts as that many rows' worth of such
+  /// batches, so that `until_batches` and the epochs count rows whatever each replica now draws
+  /// (a global batch kept over fewer replicas). 0: one batch a replica, as without a change.
+  std::int64_t batch_rows = 0;
 
   /// True once `c` has reached a goal of the plan.
   bool reached(std::int64_t global_step, std::int64_t batches) const {

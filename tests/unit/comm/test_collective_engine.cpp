@@ -256,9 +256,34 @@ TEST_CASE("a timed-out exchange says what the fabric knows of who stopped answer
   CHECK(collective.global_step() == 2);
 }
 
-TEST_CASE("counters cross the float exchange exactly, up to 2^63 - 1") {
-  std::vector<std::int64_t> const counts{0, 1, (std::int64_t{1} << 21) - 1, std::int64_t{1} << 21,
-                                         (std::int64_t{1} << 62) + 12345, INT64_MAX};
+TEST_CASE("a lock step of data planned again counts the plan's batches its rows make") {
+  // Three replicas of 16 rows each took 5 steps; one left (its 5 batches retired), and the two
+  // others go on from step 5 towards 30 batches: the data of 10 of the three's steps.
+  RunPlan plan;
+  plan.until_batches = 30;
+  plan.batch_rows = 16;
+  std::vector<float> const losses{1.0f, 1.0f};
+  auto steps_to_goal = [&](std::int64_t global_batch) {
+    Counters c{.global_step = 5, .applied = 15, .local_steps = {5, 5}, .retired = 5};
+    c.data = {.step = 5, .row = 240, .batch = global_batch, .replicas = 2};
+    comm::in_process::FirstError error;
+    while (!comm::in_process::count_lock_step(c, losses, 0.0, 0, plan, error))
+      REQUIRE(c.global_step < 99);
+    CHECK(c.batches() >= 30);
+    CHECK(c.batches() < 33);
+    CHECK(c.local_steps == std::vector<std::int64_t>(2, c.global_step));
+    return c.global_step;
+  };
+  CHECK(steps_to_goal(48) == 10);  // the global batch kept: 48 rows a step, 3 batches' worth
+  CHECK(steps_to_goal(32) == 13);  // each replica's batch kept: 2 batches a step, 10 more steps
+  plan.batch_rows = 0;             // a plan that does not say: one batch a replica
+  CHECK(steps_to_goal(48) == 13);
+}
+
+TEST_CASE("counters cross the float exchange exactly, negative ones too, every int64") {
+  std::vector<std::int64_t> const counts{
+      0, 1, (std::int64_t{1} << 21) - 1, std::int64_t{1} << 21, (std::int64_t{1} << 62) + 12345,
+      INT64_MAX, -1, -12345, INT64_MIN};
   std::vector<float> wire(counts.size() * comm::detail::pieces_per_count);
   comm::detail::encode_counts(counts, wire);
   for (float& x : wire) x += 0.0f;  // what the other replicas add

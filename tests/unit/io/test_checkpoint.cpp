@@ -302,6 +302,17 @@ TEST_CASE("a re-formed group's data origin and retired batches are kept; version
   CHECK(old.state.counters.data == convoy::DataOrigin{});
   CHECK(old.state == make_checkpoint(50).state);
 
+  // A global batch kept over more replicas than the run began with: retired goes below 0, the
+  // batches in all never do.
+  saved.state.counters.retired = -100;
+  auto const grown = convoy::io::load_checkpoint(convoy::io::save_checkpoint(dir.path, saved));
+  CHECK(grown.state.counters.batches() == 42 + 43 + 45 - 100);
+  saved.state.counters.retired = -131;
+  CHECK_THROWS_WITH_AS(convoy::io::save_checkpoint(dir.path, saved),
+                       doctest::Contains("retired is -131, more below 0 than the replicas' steps"),
+                       convoy::CheckpointError);
+  saved.state.counters.retired = 25;
+
   saved.state.counters.data.step = 43;
   CHECK_THROWS_WITH_AS(convoy::io::save_checkpoint(dir.path, saved),
                        doctest::Contains("data_step is 43, past global_step (42)"),

@@ -76,20 +76,21 @@ concept regroups = requires(F& f, F const& cf, Group& g, BucketPlan const& plan,
 
 namespace detail {
 // Counters travel through the sum exchange as floats, every other replica adding zeros: each
-// int64 as three 21-bit pieces, which a float holds exactly, so the sum is the value itself.
-inline constexpr std::size_t pieces_per_count = 3;
+// int64's 64 bits as four 16-bit pieces, which a float holds exactly, so the sum is the value
+// itself, its sign included (Counters::retired goes below 0 in a group grown past its start).
+inline constexpr std::size_t pieces_per_count = 4;
 inline void encode_counts(std::span<std::int64_t const> counts, std::span<float> out) {
   for (std::size_t i = 0; i < counts.size(); ++i) {
     auto const v = static_cast<std::uint64_t>(counts[i]);
     for (std::size_t k = 0; k < pieces_per_count; ++k)
-      out[i * pieces_per_count + k] = static_cast<float>((v >> (21 * k)) & 0x1FFFFF);
+      out[i * pieces_per_count + k] = static_cast<float>((v >> (16 * k)) & 0xFFFF);
   }
 }
 inline void decode_counts(std::span<float const> in, std::span<std::int64_t> counts) {
   for (std::size_t i = 0; i < counts.size(); ++i) {
     std::uint64_t v = 0;
     for (std::size_t k = 0; k < pieces_per_count; ++k)
-      v |= static_cast<std::uint64_t>(in[i * pieces_per_count + k]) << (21 * k);
+      v |= static_cast<std::uint64_t>(in[i * pieces_per_count + k]) << (16 * k);
     counts[i] = static_cast<std::int64_t>(v);
   }
 }
