@@ -89,21 +89,30 @@ Result read_result(std::filesystem::path const& file) {
   return r;
 }
 
+// Fits `set` with `options`' goal and batch, quietly, checkpointing every 5 steps in `checkpoints`
+// (none if empty); returns each step's loss, `also` called after it.
+template <class Trainer>
+std::vector<float> fit_on(Trainer& trainer, io::Dataset const& set, FitOptions options,
+                          std::filesystem::path const& checkpoints,
+                          std::function<bool(StepReport const&)> also) {
+  std::vector<float> losses;
+  options.log = nullptr;
+  options.checkpoint_dir = checkpoints;
+  options.checkpoint_every = checkpoints.empty() ? 0 : 5;
+  options.callbacks = {[&](StepReport const& r) {
+    losses.push_back(r.loss);
+    return also ? also(r) : true;
+  }};
+  trainer.fit(set, options);
+  return losses;
+}
+
 template <class Trainer>
 std::vector<float> fit(Trainer& trainer, std::int64_t until, optim::Optimizer,
                        std::filesystem::path const& checkpoints = {},
                        std::function<bool(StepReport const&)> also = {}) {
-  std::vector<float> losses;
-  trainer.fit(data(), {.steps = until,
-                       .batch_size = batch_size,
-                       .log = nullptr,
-                       .checkpoint_dir = checkpoints,
-                       .checkpoint_every = checkpoints.empty() ? 0 : 5,
-                       .callbacks = {[&](StepReport const& r) {
-                         losses.push_back(r.loss);
-                         return also ? also(r) : true;
-                       }}});
-  return losses;
+  return fit_on(trainer, data(), {.steps = until, .batch_size = batch_size}, checkpoints,
+                std::move(also));
 }
 
 // A process that ends as if killed: `rank` once it has counted global step `step`.
@@ -173,25 +182,21 @@ int rows_task(std::filesystem::path const& dir, std::int64_t until, Kill kill,
   std::ofstream rows(dir / ("rows" + std::to_string(rank) + ".txt"), std::ios::app);
   Trainer<S> trainer{S{std::move(model), place::Host{}, gloo_policy(), sync::Synchronous{}},
                      optim::Adam{.learning_rate = 0.01f}};
-  std::vector<float> losses;
-  auto const steps_per_epoch = static_cast<double>(numbered_data().rows() / batch_size);
-  trainer.fit(
-      numbered_data(),
+  auto const set = numbered_data();
+  auto const steps_per_epoch = static_cast<double>(set.rows() / batch_size);
+  auto const losses = fit_on(
+      trainer, set,
       {.steps = keep_global_batch ? 0 : until,
        .epochs = keep_global_batch ? (static_cast<double>(until) - 0.5) / steps_per_epoch : 0.0,
        .batch_size = batch_size,
-       .keep_global_batch = keep_global_batch,
-       .log = nullptr,
-       .checkpoint_dir = checkpoints,
-       .checkpoint_every = checkpoints.empty() ? 0 : 5,
-       .callbacks = {[&](StepReport const& r) {
-         losses.push_back(r.loss);
-         rows << r.global_step;
-         for (int row : *last) rows << " " << row;
-         rows << std::endl;
-         if (rank == kill.rank && r.global_step == kill.step) std::_Exit(9);
-         return true;
-       }}});
+       .keep_global_batch = keep_global_batch},
+      checkpoints, [&](StepReport const& r) {
+        rows << r.global_step;
+        for (int row : *last) rows << " " << row;
+        rows << std::endl;
+        if (rank == kill.rank && r.global_step == kill.step) std::_Exit(9);
+        return true;
+      });
   write_result(dir / ("worker" + std::to_string(rank) + ".txt"), losses,
                trainer.strategy().weights(), trainer.strategy().global_step());
   return 0;

@@ -207,15 +207,11 @@ inline std::string regroup_problem(Counters const& n) {
   if (n.retired > checkpoint_max_count) {
     return "retired is " + std::to_string(n.retired) + ", above 2^53";
   }
-  if (n.retired < 0) {  // within the replicas' steps, each counted up to 2^53 (checked apart)
-    std::int64_t steps = 0;
-    for (auto k : n.local_steps) {
-      if (steps >= -n.retired) break;
-      steps += std::clamp<std::int64_t>(k, 0, checkpoint_max_count);
-    }
-    if (steps < -n.retired) {
-      return "retired is " + std::to_string(n.retired) + ", more below 0 than the replicas' steps";
-    }
+  // The replicas' steps, each in [0, 2^53] (checked before), must cover a retired below 0.
+  std::int64_t covered = n.retired;
+  for (std::size_t r = 0; covered < 0 && r < n.local_steps.size(); ++r) covered += n.local_steps[r];
+  if (covered < 0) {
+    return "retired is " + std::to_string(n.retired) + ", more below 0 than the replicas' steps";
   }
   if (n.data.step > n.global_step) {
     return "data_step is " + std::to_string(n.data.step) + ", past global_step (" +
@@ -250,7 +246,6 @@ inline std::string checkpoint_problem(Checkpoint const& c) {
     return "global_step is " + std::to_string(n.global_step) + ", more than applied (" +
            std::to_string(n.applied) + ")";
   }
-  if (auto problem = regroup_problem(n); !problem.empty()) return problem;
   if (n.local_steps.empty()) return "local_steps is empty; it holds one entry per replica";
   if (n.local_steps.size() > checkpoint_max_replicas) {
     return "local_steps has " + std::to_string(n.local_steps.size()) + " entries, more than " +
@@ -260,6 +255,7 @@ inline std::string checkpoint_problem(Checkpoint const& c) {
     auto problem = count_problem("local_steps[" + std::to_string(r) + "]", n.local_steps[r]);
     if (!problem.empty()) return problem;
   }
+  if (auto problem = regroup_problem(n); !problem.empty()) return problem;
   if (!s.generators.empty() && s.generators.size() != n.local_steps.size()) {
     return "generators has " + std::to_string(s.generators.size()) +
            " entries; expected none or one per local step (" +

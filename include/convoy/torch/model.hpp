@@ -221,7 +221,11 @@ class Model {
   /// mean over its rows); touches no gradient.
   Metrics evaluate(Batch const& batch) {
     auto const slice = options_->evaluate_rows;
-    if (slice == 0 || batch.rows <= slice) return evaluate_slice(batch);
+    // Targets that do not divide into rows go whole to the loss, which names what it expected.
+    if (slice == 0 || batch.rows <= slice || batch.targets.size() % batch.rows != 0) {
+      return evaluate_slice(batch);
+    }
+    check_rows(batch);
     Metrics total;
     for (std::size_t begin = 0; begin < batch.rows; begin += slice) {
       total += evaluate_slice(rows_of(batch, begin, std::min(slice, batch.rows - begin)));
@@ -230,15 +234,10 @@ class Model {
   }
 
  private:
-  // Rows [begin, begin + rows) of `batch`, a view; a batch whose spans do not fit its rows is
-  // passed whole, for input_of to refuse with its message.
+  // Rows [begin, begin + rows) of `batch`, a view: its features and labels fit its rows
+  // (check_rows) and so do its targets.
   static Batch rows_of(Batch const& batch, std::size_t begin, std::size_t rows) {
     auto const cols = batch.cols();
-    if (batch.features.size() != batch.rows * cols ||
-        (!batch.labels.empty() && batch.labels.size() != batch.rows) ||
-        batch.targets.size() % batch.rows != 0) {
-      return batch;
-    }
     auto const target_cols = batch.targets.size() / batch.rows;
     Batch part{.features = batch.features.subspan(begin * cols, rows * cols),
                .labels = {},
@@ -528,6 +527,18 @@ class Model {
   // The batch's features as the module's input: {rows, ...row_shape}, a view without a copy.
   // Throws ShapeError when the rows do not fit row_shape or the labels the rows.
   ::torch::Tensor input_of(Batch const& batch) const {
+    auto const sizes = check_rows(batch);
+    // A view of the caller's features: nothing writes to it, as it needs no gradient. To a device,
+    // a copy that the host does not wait for when the batch is in page-locked memory (the
+    // Trainer's batches are: Strategy::batch_memory); the pass's loss waits for it.
+    auto features =
+        ::torch::from_blob(const_cast<float*>(batch.features.data()), sizes, ::torch::kFloat);
+    return device_.is_cpu() ? features : features.to(device_, /*non_blocking=*/true);
+  }
+
+  // The module input's sizes for `batch`: {rows, ...row_shape}. Throws ShapeError when the rows
+  // do not fit row_shape or the labels the rows.
+  std::vector<std::int64_t> check_rows(Batch const& batch) const {
     std::vector<std::int64_t> sizes{static_cast<std::int64_t>(batch.rows)};
     if (options_->row_shape.empty()) {
       sizes.push_back(static_cast<std::int64_t>(batch.cols()));
@@ -547,12 +558,7 @@ class Model {
                        std::to_string(batch.labels.size()) + " labels for " +
                        std::to_string(batch.rows) + " rows");
     }
-    // A view of the caller's features: nothing writes to it, as it needs no gradient. To a device,
-    // a copy that the host does not wait for when the batch is in page-locked memory (the
-    // Trainer's batches are: Strategy::batch_memory); the pass's loss waits for it.
-    auto features =
-        ::torch::from_blob(const_cast<float*>(batch.features.data()), sizes, ::torch::kFloat);
-    return device_.is_cpu() ? features : features.to(device_, /*non_blocking=*/true);
+    return sizes;
   }
 
   // The module's forward pass on the pass's input; the pass keeps the output for a later error.
