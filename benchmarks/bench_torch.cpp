@@ -6,9 +6,10 @@
 // nothing). A last row runs Mirrored with 2 replicas of 2 LibTorch threads each: the
 // oversubscription that one thread a replica avoids. Every figure is a ratio to one measured in the
 // same run; each configuration is the best of --repeats runs, interleaved. Then the ResNet as a
-// synchronous parameter-server run of 1 ps + 2 workers, one killed: convoy's recovery against the
-// peers' way of restarting every task from the checkpoint (benchmarks/recovery.hpp; the tasks are
-// this program started again).
+// synchronous parameter-server run of 1 ps + 2 workers, one killed, and, where convoy::gloo is
+// built, as 3 synchronous Gloo workers, one killed: convoy's recovery against the peers' way of
+// restarting every task from the checkpoint (benchmarks/recovery.hpp; the tasks are this program
+// started again).
 //
 // Run: build/benchmarks/bench_torch [--repeats N] [--steps N] [--quick] [--csv PATH] [--json PATH]
 #include <convoy/torch/model.hpp>
@@ -16,6 +17,9 @@
 #include <algorithm>
 #include <chrono>
 #include <convoy/comm/zmq_ps.hpp>
+#if CONVOY_BENCH_GLOO
+#include <convoy/comm/gloo.hpp>
+#endif
 #include <convoy/convoy.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -158,21 +162,23 @@ bench::Record bench_net(io::Dataset const& data, std::string const& name,
   return record;
 }
 
-// The ResNet in a synchronous ps run, a checkpoint every `every` steps, each step logged for the
-// recovery figures.
-int recover_task(std::int64_t every, std::int64_t steps, std::filesystem::path const& dir) {
-  using Net = libtorch::Model<examples::ResNet>;
-  using S = Strategy<Net, place::Sharded<>, comm::ZmqPs, sync::Synchronous>;
-  bench::recovery::StepLog log(dir, Cluster::from_environment());
-  torch::manual_seed(1);
-  Trainer<S> trainer{S{Net([] { return examples::ResNet(); }, {.row_shape = {1, 28, 28}}),
-                       {},
-                       comm::ZmqPs{.log = nullptr, .exit_after_serving = false},
-                       sync::Synchronous{.timeout = std::chrono::seconds(60)}},
-                     optim::Sgd{.learning_rate = learning_rate}};
+using ResNetModel = libtorch::Model<examples::ResNet>;
+constexpr std::size_t recovery_rows = 64;  // a worker's rows a step
+
+// The ResNet under strategy S, `workers` of them in lock step, a checkpoint every `every` steps,
+// each step logged for the recovery figures.
+template <class S>
+int recover_task(S strategy, int workers, RankJobs jobs, std::int64_t every, std::int64_t steps,
+                 std::filesystem::path const& dir) {
+  bench::recovery::StepLog log(dir, Cluster::from_environment(jobs));
+  Trainer<S> trainer{std::move(strategy), optim::Sgd{.learning_rate = learning_rate}};
   auto const data = testing::synthetic_classes(2048, 784, 10);
+  // A ps worker's batch is its own; a collective's is the group's, split over its workers.
+  auto const batch = std::is_same_v<typename S::comm_type, comm::ZmqPs>
+                         ? recovery_rows
+                         : recovery_rows * static_cast<std::size_t>(workers);
   trainer.fit(data, {.steps = steps,
-                     .batch_size = 64,
+                     .batch_size = batch,
                      .log = nullptr,
                      .checkpoint_dir = dir / "checkpoints",
                      .checkpoint_every = every,
@@ -180,35 +186,64 @@ int recover_task(std::int64_t every, std::int64_t steps, std::filesystem::path c
   return 0;
 }
 
-int task(std::string const& scenario, std::filesystem::path const& dir) {
-  long long every = 0, steps = 0;
-  if (std::sscanf(scenario.c_str(), "recover:%lld:%lld", &every, &steps) != 2) return 2;
-  return recover_task(every, steps, dir);
+ResNetModel resnet_model() {
+  torch::manual_seed(1);
+  return ResNetModel([] { return examples::ResNet(); }, {.row_shape = {1, 28, 28}});
 }
 
-// Recovery of the ResNet in a synchronous ps run: `steps` global steps, worker 1 killed after
-// `kill_after`, a checkpoint every `every` steps.
-std::optional<bench::Record> bench_recovery(std::string const& program, std::int64_t steps,
-                                            std::int64_t every, std::int64_t kill_after,
-                                            int repeats) {
+// "recover:EVERY:STEPS" (1 ps + 2 workers) or "recover-gloo:EVERY:STEPS" (3 Gloo workers).
+int task(std::string const& scenario, std::filesystem::path const& dir) {
+  long long every = 0, steps = 0;
+  if (std::sscanf(scenario.c_str(), "recover:%lld:%lld", &every, &steps) == 2) {
+    using S = Strategy<ResNetModel, place::Sharded<>, comm::ZmqPs, sync::Synchronous>;
+    return recover_task(S{resnet_model(),
+                          {},
+                          comm::ZmqPs{.log = nullptr, .exit_after_serving = false},
+                          sync::Synchronous{.timeout = std::chrono::seconds(60)}},
+                        2, RankJobs::ps_first, every, steps, dir);
+  }
+#if CONVOY_BENCH_GLOO
+  if (std::sscanf(scenario.c_str(), "recover-gloo:%lld:%lld", &every, &steps) == 2) {
+    using S = Strategy<ResNetModel, place::Host, comm::Gloo, sync::Synchronous>;
+    return recover_task(S{resnet_model(), {}, comm::Gloo{.timeout = std::chrono::seconds(30)}}, 3,
+                        RankJobs::all_workers, every, steps, dir);
+  }
+#endif
+  return 2;
+}
+
+// Recovery of the ResNet in a synchronous run, `ps` ps tasks and `workers` workers: `steps` global
+// steps, the last worker killed after `kill_after`, a checkpoint every `every` steps.
+std::optional<bench::Record> bench_recovery(std::string const& program, int ps, int workers,
+                                            std::int64_t steps, std::int64_t every,
+                                            std::int64_t kill_after, int repeats) {
+  bool const gloo = ps == 0;
+  std::string const cluster =
+      gloo ? std::to_string(workers) + " Gloo workers"
+           : std::to_string(ps) + " ps + " + std::to_string(workers) + " workers";
   std::printf(
-      "\nA synchronous worker killed (1 ps + 2 workers, the ResNet, 64 rows a worker, %lld steps, "
-      "worker 1 killed after %lld, a checkpoint every %lld steps), best of %d\n",
-      static_cast<long long>(steps), static_cast<long long>(kill_after),
-      static_cast<long long>(every), repeats);
-  auto const figures = bench::recovery::best_of(
-      {.program = program,
-       .scenario = "recover:" + std::to_string(every) + ":" + std::to_string(steps),
-       .kill_after = kill_after,
-       .patience = std::chrono::seconds(120)},
-      repeats);
+      "\nA synchronous worker killed (%s, the ResNet, %zu rows a worker, %lld steps, "
+      "worker %d killed after %lld, a checkpoint every %lld steps), best of %d\n",
+      cluster.c_str(), recovery_rows, static_cast<long long>(steps), workers - 1,
+      static_cast<long long>(kill_after), static_cast<long long>(every), repeats);
+  auto const figures =
+      bench::recovery::best_of({.program = program,
+                                .scenario = std::string(gloo ? "recover-gloo:" : "recover:") +
+                                            std::to_string(every) + ":" + std::to_string(steps),
+                                .kill_after = kill_after,
+                                .patience = std::chrono::seconds(120),
+                                .ps = ps,
+                                .workers = workers},
+                               repeats);
   if (!figures) return std::nullopt;
   bench::Record record;
-  record.set("benchmark", "torch").set("model", "ResNet 16-32-64, ps recovery");
+  record.set("benchmark", "torch")
+      .set("model", gloo ? "ResNet 16-32-64, Gloo recovery" : "ResNet 16-32-64, ps recovery");
   record.set("recovery_steps", steps)
       .set("recovery_kill_after", kill_after)
       .set("recovery_checkpoint_every", every);
-  bench::recovery::report(*figures, record);
+  std::string const last = "worker " + std::to_string(workers - 1);
+  bench::recovery::report(*figures, record, "convoy: the others train on; " + last + " rejoins");
   return record;
 }
 
@@ -245,11 +280,19 @@ int main(int argc, char** argv) {
   std::function<tnn::Sequential()> const dense = mlp;
   results.add(bench_net(data, "ResNet 16-32-64", resnet, 64, steps ? steps : 60, repeats));
   results.add(bench_net(data, "MLP 784-500-10", dense, 100, steps ? steps : 300, repeats));
-  // Worker 1, started again, must find the run still going: LibTorch takes 1-2 s to start, and
-  // worker 0 alone then trains on at about 20 steps a second. The kill lands between two
-  // checkpoints, as one does on average.
-  auto recovery = quick ? bench_recovery(argv[0], 120, 20, 50, 1)
-                        : bench_recovery(argv[0], 300, 50, 125, repeats);
-  if (recovery) results.add(std::move(*recovery));
-  return results.write() && recovery ? 0 : 1;
+  // The last worker, started again, must find the run still going: LibTorch takes 1-2 s to
+  // start, and worker 0 alone then trains on at about 20 steps a second. The kill lands between
+  // two checkpoints, as one does on average.
+  bool recovered = true;
+  auto const recover = [&](int ps, int workers) {
+    auto record = quick ? bench_recovery(argv[0], ps, workers, 120, 20, 50, 1)
+                        : bench_recovery(argv[0], ps, workers, 300, 50, 125, repeats);
+    if (record) results.add(std::move(*record));
+    recovered = recovered && record.has_value();
+  };
+  recover(1, 2);
+#if CONVOY_BENCH_GLOO
+  recover(0, 3);
+#endif
+  return results.write() && recovered ? 0 : 1;
 }
