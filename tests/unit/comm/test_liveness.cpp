@@ -3,8 +3,9 @@
 // one that beats but has issued fewer collectives than the others, one that never came (also
 // after a failure, without waiting out the patience), and a board that is gone are each named; a
 // stranger's message does not stop the board, nor do idle strangers beyond its connection cap;
-// a goodbye or beat forged by another run is dropped and cannot blame the wrong cause; and a board
-// whose address another program took is done without.
+// a goodbye or beat forged by another run is dropped and cannot blame the wrong cause; a board
+// whose address another program took is done without; and a process whose connection closes with
+// no word is known to have ended (gone), one that leaves to regroup or says goodbye is not.
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -94,6 +95,33 @@ TEST_CASE("a process that stops beating is named, with how long it has been sile
   CHECK(seen[0].issued == 8);
   CHECK(seen[2].issued == 7);
   CHECK(seen[2].silent_ms > quick.missed_beats * quick.interval.count());
+}
+
+TEST_CASE(
+    "a process whose connection closes with no word is gone; one that regroups or ends is not") {
+  auto const address = loopback();
+  LivenessBoard const board(address, 5);
+  Process p0(address, 0), p1(address, 1);
+  auto p2 = std::make_unique<Process>(address, 2);
+  auto p3 = std::make_unique<Process>(address, 3);
+  auto p4 = std::make_unique<Process>(address, 4);
+  settle();
+  CHECK(board.gone().empty());
+  p2.reset();                        // killed: its kernel closes the connection, no word
+  p3->reporter->leave_to_regroup();  // a survivor about to regroup
+  p4->reporter->say_goodbye();       // ended on its own
+  p3.reset();
+  p4.reset();
+  // The board sees a connection close within moments; a second is wide for a loaded machine.
+  auto const until = std::chrono::steady_clock::now() + 5s;
+  while (board.gone().empty() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(3 * quick.interval);  // p3's and p4's closing seen too
+  CHECK(board.gone() == std::vector<std::size_t>{2});
+  // Process 1, still beating, was never gone; a process that beats again is no longer.
+  Process again(address, 2);
+  settle();
+  CHECK(board.gone().empty());
 }
 
 TEST_CASE("a process that beats but has issued fewer collectives is named as behind") {

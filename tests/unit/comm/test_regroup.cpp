@@ -1,7 +1,8 @@
 // The survivors' agreement on a new group (comm/bootstrap/regroup.hpp), each survivor a thread
 // serving at its own loopback address: the lowest live rank leads whoever was lost, the group is
-// ordered by global step, a lower rank that notices late takes the lead over, and a group that is
-// not a quorum ends with an error naming who was lost.
+// ordered by global step, a lower rank that notices late takes the lead over, a group that is
+// not a quorum ends with an error naming who was lost, and a member the liveness board saw end is
+// not waited for.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -37,18 +38,22 @@ struct Outcome {
 
 // Runs the agreement on the ranks of `alive` (of a group of `size`), rank r with global step
 // steps[r], after late[r]; `restarted`, one of them, asks rank 0 to join instead, as a process
-// started again does. Returns each one's outcome, and what the leader logged in `log`.
+// started again does; `gone`: the ranks the leader's board saw end, waited for 100 ms, the others
+// `patience`. Returns each one's outcome, and what the leader logged in `log`.
 std::vector<Outcome> agree(std::size_t size, std::vector<std::size_t> const& alive,
                            std::vector<std::int64_t> const& steps, std::string& log,
                            std::size_t min_workers = 1,
                            std::vector<std::chrono::milliseconds> const& late = {},
-                           std::optional<std::size_t> restarted = {}) {
+                           std::optional<std::size_t> restarted = {},
+                           std::vector<std::size_t> const& gone = {},
+                           std::chrono::milliseconds patience = 400ms) {
   auto const cluster = loopback_cluster(size);
   comm::bootstrap::Group last{.workers = {}, .rank = 0, .generation = 4};
   for (std::size_t w = 0; w < size; ++w) last.workers.push_back(w);
   std::ostringstream out;
-  comm::bootstrap::RegroupOptions const options{.patience = 400ms,
-                                                .window = 1500ms,
+  comm::bootstrap::RegroupOptions const options{.patience = patience,
+                                                .gone = gone,
+                                                .window = patience + 1100ms,
                                                 .min_workers = min_workers,
                                                 .run = "cluster:test",
                                                 .log = &out};
@@ -176,4 +181,29 @@ TEST_CASE("worker 1 lost and started again while the others regroup: it comes ba
     CHECK(got[r].group->generation == 5);
   }
   CHECK(got[1].group->rank == 2);
+}
+
+TEST_CASE("worker 2 of 3 seen to end by the board: the leader closes without its patience") {
+  std::string log;
+  auto const started = std::chrono::steady_clock::now();
+  // A patience of 3 s with the silent member, which the board saw end: waited for 100 ms.
+  auto const got = agree(3, {0, 1}, {4, 4, 4}, log, 1, {}, {}, {2}, 3s);
+  CHECK(std::chrono::steady_clock::now() - started < 2s);
+  for (std::size_t r : {0u, 1u}) {
+    CAPTURE(r);
+    REQUIRE_MESSAGE(got[r].group, got[r].error);
+    CHECK(got[r].group->workers == std::vector<std::size_t>{0, 1});
+  }
+  CHECK_MESSAGE(log.find("lost worker:2 at 127.0.0.1:") != std::string::npos, log);
+}
+
+TEST_CASE("a member taken for ended that comes at once is in the group") {
+  std::string log;
+  // The board saw worker 1's connection close as it left to regroup, its word not yet read.
+  auto const got = agree(3, {0, 1, 2}, {4, 4, 4}, log, 1, {}, {}, {1}, 3s);
+  for (std::size_t r : {0u, 1u, 2u}) {
+    CAPTURE(r);
+    REQUIRE_MESSAGE(got[r].group, got[r].error);
+    CHECK(got[r].group->workers == std::vector<std::size_t>{0, 1, 2});
+  }
 }

@@ -6,7 +6,10 @@
 // fewer collectives than the others (stuck in their own code before the exchange the others wait
 // in). Every message carries the run's identity (run_identity.hpp): the board takes the beats,
 // asks and goodbyes of its own run only, so a stranger can neither forge a process's goodbye or
-// beats nor read the board. Plain C++ over ZeroMQ: no NCCL or CUDA needed.
+// beats nor read the board. The board also sees each process's beating connection close: without
+// a goodbye or a word that it leaves to regroup, the process has ended (a killed process's kernel
+// closes it at once), which lets the survivors' regroup stop waiting for it (gone()). Plain C++
+// over ZeroMQ: no NCCL or CUDA needed.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 #include <functional>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -147,6 +151,8 @@ class LivenessBoard {
     std::int64_t issued = -1;
     std::chrono::steady_clock::time_point last{};
     bool left = false;
+    bool regrouping = false;  // said it leaves to regroup: its connection closing is not its end
+    bool hung_up = false;     // the connection it beat on closed, with no beat since
   };
 
   void serve(std::stop_token stop) {
@@ -166,7 +172,8 @@ class LivenessBoard {
       std::vector<zmq::message_t> message;
       if (!zmq::recv_multipart(socket_, std::back_inserter(message), zmq::recv_flags::dontwait))
         continue;
-      // [identity] [tag] [run] [beat|ask|bye|join] [process] [issued]; anything else is dropped.
+      // [identity] [tag] [run] [beat|ask|bye|regroup|join] [process] [issued]; anything else is
+      // dropped.
       if (message.size() != 6 || detail::frame(message[1]) != detail::liveness_tag) continue;
       auto const kind = detail::frame(message[3]);
       if (kind == "join") {
@@ -186,12 +193,16 @@ class LivenessBoard {
         stranger(message[1], kind, process);
         continue;
       }
-      identified_.insert(message[1].get(ZMQ_SRCFD));
+      auto const fd = message[1].get(ZMQ_SRCFD);
+      identified_.insert(fd);
+      if (kind == "beat") beating_[fd] = process;  // the one connection a process beats on
       std::lock_guard lock(mutex_);
       auto& entry = board_[static_cast<std::size_t>(process)];
       entry.issued = std::max(entry.issued, issued);
       entry.last = std::chrono::steady_clock::now();
+      if (kind == "beat") entry.hung_up = false;
       if (kind == "bye") entry.left = true;
+      if (kind == "regroup") entry.regrouping = true;
       if (kind != "ask") continue;
       std::ostringstream text;
       auto const now = std::chrono::steady_clock::now();
@@ -256,6 +267,11 @@ class LivenessBoard {
     if (!event.accepted) {
       connections_.closed(event.fd);
       identified_.erase(event.fd);
+      if (auto const beat = beating_.find(event.fd); beat != beating_.end()) {
+        std::lock_guard lock(mutex_);
+        board_[static_cast<std::size_t>(beat->second)].hung_up = true;
+        beating_.erase(beat);
+      }
       return;
     }
     auto const shut =
@@ -282,13 +298,25 @@ class LivenessBoard {
     std::lock_guard lock(mutex_);
     return {joiners_.begin(), joiners_.end()};
   }
+  /// The processes that have ended, as far as the board can tell: the connection each beat on
+  /// closed, with no goodbye and no word that it leaves to regroup, and no beat since. A killed
+  /// process is here within moments; a stopped one, or one cut off, is not (its connection
+  /// stays open).
+  std::vector<std::size_t> gone() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::size_t> out;
+    for (auto const& e : board_)
+      if (e.hung_up && !e.left && !e.regrouping) out.push_back(static_cast<std::size_t>(e.process));
+    return out;
+  }
 
  private:
   zmq::context_t context_;
   zmq::socket_t socket_;
   zmq::socket_t events_;  // socket_'s connections accepted and closed
   comm::detail::ConnectionCap connections_;
-  std::set<int> identified_;  // descriptors a valid message came on
+  std::set<int> identified_;    // descriptors a valid message came on
+  std::map<int, int> beating_;  // descriptor -> the process that beats on it (serving thread)
   std::atomic<std::int64_t> over_cap_{0};
   std::atomic<std::int64_t> strangers_{0};
   std::set<std::size_t> joiners_;  // under mutex_
@@ -325,6 +353,14 @@ class LivenessReporter {
       (void)send(socket, "bye");
     } catch (zmq::error_t const&) {  // no board to tell: nothing to do
     }
+  }
+
+  /// Stops beating and tells the board, on the connection it beat on, that this process leaves to
+  /// regroup: its connection closing is then not taken for its end. Blocks for at most 50 ms.
+  void leave_to_regroup() {
+    regrouping_ = true;
+    thread_.request_stop();
+    if (thread_.joinable()) thread_.join();
   }
 
   /// The board as the first process sees it now. Throws TimeoutError when it does not answer
@@ -452,12 +488,18 @@ class LivenessReporter {
       while (!stop.stop_requested() && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    // On this connection, ahead of its closing, as ZeroMQ keeps a connection's messages in order.
+    if (regrouping_) {
+      socket.set(zmq::sockopt::linger, 50);
+      (void)send(socket, "regroup");
+    }
   }
 
   std::string address_;
   int process_;
   std::function<std::int64_t()> issued_;
   LivenessOptions options_;
+  std::atomic<bool> regrouping_{false};
   std::jthread thread_;  // last: stopped first
 };
 

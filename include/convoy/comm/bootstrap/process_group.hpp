@@ -140,10 +140,17 @@ class ProcessGroup {
   std::vector<std::size_t> joiners() const {
     return board_ ? board_->joiners() : std::vector<std::size_t>{};
   }
-  /// Stops beating and closes the board at once, giving up the coordinator's address: before
-  /// the survivors regroup, when every process serves at its own.
+  /// On the group's rank 0: the processes that have ended as the board sees them (killed: the
+  /// connection they beat on closed without a word), by their rank in the group.
+  std::vector<std::size_t> gone() const {
+    return board_ ? board_->gone() : std::vector<std::size_t>{};
+  }
+  /// Stops beating, telling the board this process regroups (not a goodbye: it goes on), and
+  /// closes the board at once, giving up the coordinator's address: before the survivors regroup,
+  /// when every process serves at its own.
   void close_liveness() {
-    reporter_.reset();  // no goodbye: the board goes too, and the others regroup as well
+    if (reporter_) reporter_->leave_to_regroup();
+    reporter_.reset();
     board_.reset();
   }
 

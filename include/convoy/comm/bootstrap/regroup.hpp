@@ -41,6 +41,12 @@ namespace convoy::comm::bootstrap {
 struct RegroupOptions {
   /// How long a member of the last group may stay silent before it is taken for lost.
   std::chrono::milliseconds patience{1000};
+  /// Members of the last group (by its ranks) known to have ended: the liveness board saw the
+  /// connection each beat on close with no word (LivenessBoard::gone()). The leader waits
+  /// `gone_patience` for them instead of `patience`: a survivor that is slow to notice the loss
+  /// still beats, and one that noticed said it leaves to regroup.
+  std::vector<std::size_t> gone{};
+  std::chrono::milliseconds gone_patience{100};
   /// How long the leader takes registrations at most: it closes sooner once every member of the
   /// last group has come or stayed silent for `patience`.
   std::chrono::milliseconds window{2000};
@@ -222,14 +228,18 @@ class Regroup {
   }
 
   // The leader's: every member of the last group has registered or been silent for `patience`
-  // (the survivors notice a loss within moments of each other, and serve as soon as they do).
+  // (the survivors notice a loss within moments of each other, and serve as soon as they do), or
+  // for `gone_patience` where the board saw it end.
   bool settled(std::chrono::steady_clock::time_point now) const {
     for (auto c : options_.newcomers)
       if (!joined_.contains(c)) return false;  // it knocked a moment ago: within the window
     for (std::size_t r = 0; r < last_.workers.size(); ++r) {
       if (r == me_ || steps_.contains(r)) continue;
+      bool const gone = std::ranges::find(options_.gone, r) != options_.gone.end();
+      auto const wait =
+          gone ? std::min(options_.gone_patience, options_.patience) : options_.patience;
       auto const silent = silent_since_.find(r);
-      if (silent == silent_since_.end() || now - silent->second < options_.patience) return false;
+      if (silent == silent_since_.end() || now - silent->second < wait) return false;
     }
     return true;
   }

@@ -177,6 +177,7 @@ class HostFabric {
     }
     exchange_->stop();
     auto const joiners = group_.joiners();  // before the board goes
+    auto const gone = group_.gone();
     group_.close_liveness();
     if (context_) close_connections();
     // The survivors notice the loss within about a step of one another (the first to notice
@@ -187,6 +188,7 @@ class HostFabric {
     options.patience = std::chrono::milliseconds(500) + step_time;
     options.min_workers = policy_.min_workers;
     options.newcomers = joiners;
+    options.gone = gone;
     options.max_workers = policy_.max_workers;
     options.run = bootstrap::run_identity(group_.cluster());
     auto const next = bootstrap::regroup(group_.cluster(), group_.members(), step, options,
