@@ -5,10 +5,10 @@ The ps and the two workers each live in their own namespace with their own addre
 (10.77.0.1-3/24), joined by veth pairs to a bridge in a fourth, "switch" namespace; nothing is
 added to the namespace this test starts in, and no packet leaves the four. Three runs of
 examples/02_fashion_mnist (1 ps + 2 workers, TF_CONFIG, plaintext opted into with
---allow-plaintext or CURVE keys from convoy-keygen):
+--allow-plaintext or CURVE keys from convoy-keygen); in each, every task must exit 0, the ps must
+say it serves 10.77.0.1 (in plaintext, opted in, or under CURVE) and end with every worker's
+goodbye, and the chief must reach the accuracy floor:
 
-  sync   --strategy ps-sync: every task exits 0, the ps says it serves 10.77.0.1 in plaintext
-         (opted in), and the chief reaches the accuracy floor;
   cut    --strategy ps-async with --heartbeat-ms: once worker 1 has trained a while, its switch
          port goes down (`ip link set ... down`), and comes back up after a few heartbeats. Both
          sides must log the loss (heartbeats), worker 1 must log that it reached the ps again,
@@ -17,8 +17,8 @@ examples/02_fashion_mnist (1 ps + 2 workers, TF_CONFIG, plaintext opted into wit
   sync-cut  --strategy ps-sync with --heartbeat-ms, the same cut: the ps must drop worker 1 and
          say that worker 0 goes on alone (1 gradient a step), worker 0 must train on through the
          cut, worker 1 must rejoin the group once the link is back (the ps says so) and train
-         again, and every task must exit 0 with the accuracy floor;
-  curve  --strategy ps-sync --ps-keys DIR: CURVE on, two authorized worker keys, accuracy floor.
+         again;
+  curve  --strategy ps-sync --ps-keys DIR: CURVE on, two authorized worker keys.
 
 And one of the two workers alone, with no ps, as a multi-worker collective over Gloo:
 
@@ -36,7 +36,7 @@ And two tasks whose peer's host name does not resolve (the namespace's resolver 
          host is unknown: each must end with status 1 within seconds, naming the peer and the
          host, not after its 60 s connect (or 120 s bootstrap) timeout.
 
-Usage: test_netns_cluster.py FASHION_MNIST CONVOY_KEYGEN [RUN...] (RUN: sync, cut, sync-cut,
+Usage: test_netns_cluster.py FASHION_MNIST CONVOY_KEYGEN [RUN...] (RUN: cut, sync-cut,
 curve, gloo-cut, unresolved; default all). Needs root, iproute2's `ip` and network
 namespaces; where any is missing it exits 77 (ctest: skipped) saying why. CONVOY_TEST_TMP names the
 folder for keys and logs; CONVOY_KEEP_TMP keeps them. Namespaces are named convoy-netns-<pid>-*,
@@ -275,12 +275,6 @@ def expect_trained(tasks, mode):
     return value
 
 
-def sync_run(net, program):
-    tasks = run_cluster(net, program, ["--strategy", "ps-sync", "--steps", "200", "--batch", "100",
-                                       "--log-every", "100", "--allow-plaintext"])
-    return f"accuracy {expect_trained(tasks, 'plaintext (opted in)'):.3f}"
-
-
 def cut_worker_1(net, marks):
     """The `during` of a cut run: once worker 1 has trained, its link goes down for CUT_SECONDS
     and comes back; marks["lines"] is then how many lines worker 1 had written."""
@@ -500,8 +494,7 @@ def main():
                   f"{links} became {root_links()}")
             return 1
         failed = 0
-        for name, run in (("sync", lambda: sync_run(net, program)),
-                          ("cut", lambda: cut_run(net, program)),
+        for name, run in (("cut", lambda: cut_run(net, program)),
                           ("sync-cut", lambda: sync_cut_run(net, program)),
                           ("curve", lambda: curve_run(net, program, keygen, work / "keys")),
                           ("gloo-cut", lambda: gloo_cut_run(net, program)),
