@@ -318,18 +318,19 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
     return train_task(place::Host{}, sync::Synchronous{}, adam(), dir, 1000, {}, {.rank = 1},
                       gloo_policy(/*fail_fast=*/true));
   }
-  // "freeze-R-S": rank R stops itself (SIGSTOP) after global step S, once it has said so in
-  // "frozen"; the test resumes it after the others have regrouped without it. A 3 s timeout.
+  // "freeze-R-S[-U]": rank R stops itself (SIGSTOP) after global step S, once it has said so in
+  // "frozen"; the test resumes it after the others have regrouped without it. A 3 s timeout; U
+  // global steps (default survive_steps).
   if (scenario.starts_with("freeze-")) {
     int rank = -1;
-    long long step = 0;
-    std::sscanf(scenario.c_str(), "freeze-%d-%lld", &rank, &step);
+    long long step = 0, until = survive_steps;
+    std::sscanf(scenario.c_str(), "freeze-%d-%lld-%lld", &rank, &step, &until);
     using S = Strategy<nn::Mlp, place::Host, comm::Gloo, sync::Synchronous>;
     auto const cluster = Cluster::from_environment(RankJobs::all_workers);
     auto policy = gloo_policy();
     policy.timeout = 3s;
     Trainer<S> trainer{S{make_model(), place::Host{}, policy, sync::Synchronous{}}, adam()};
-    auto const losses = fit(trainer, survive_steps, adam(), {}, [&](StepReport const& r) {
+    auto const losses = fit(trainer, until, adam(), {}, [&](StepReport const& r) {
       if (cluster.worker_rank() == rank && r.global_step == step) {
         std::ofstream(dir / "frozen") << ::getpid() << "\n";
         ::raise(SIGSTOP);
@@ -749,6 +750,40 @@ TEST_CASE(
   auto const log = testing::read_file(tasks[1].log);
   CHECK_MESSAGE(tasks[1].status == 1, log);
   CHECK_MESSAGE(log.find("went on without it") != std::string::npos, log);
+}
+
+TEST_CASE(
+    "a worker stopped past the timeout and resumed while the others train: it joins them again") {
+  testing::TempDir dir("gloo-freeze-rejoin");
+  auto const started = std::chrono::steady_clock::now();
+  auto tasks =
+      testing::start_cluster(program, "freeze-1-5-" + std::to_string(rejoin_steps), dir.path, 0, 3);
+  // Resumed once worker 0 trains on in the group without it (past the 3 s timeout).
+  bool regrouped = false;
+  while (!regrouped && std::chrono::steady_clock::now() - started < 60s) {
+    std::this_thread::sleep_for(50ms);
+    regrouped = testing::read_file(tasks[0].log).find("trains on as process") != std::string::npos;
+  }
+  REQUIRE_MESSAGE(regrouped, testing::read_file(tasks[0].log));
+  ::kill(tasks[1].pid, SIGCONT);
+  CHECK(testing::finish(tasks, std::chrono::steady_clock::now() + 120s) == 0);
+  std::optional<Result> first;
+  for (std::size_t w = 0; w < 3; ++w) {
+    CAPTURE(w);
+    CHECK_MESSAGE(tasks[w].status == 0, testing::read_file(tasks[w].log));
+    auto const got = read_result(dir.path / ("worker" + std::to_string(w) + ".txt"));
+    CHECK(got.global_step == rejoin_steps);
+    if (!first) {
+      first = got;
+    } else {
+      CHECK(got.weights == first->weights);
+    }
+  }
+  auto const log = testing::read_file(tasks[1].log);
+  CHECK_MESSAGE(
+      log.find("(left behind by the group) asks the group to take it in") != std::string::npos,
+      log);
+  CHECK_MESSAGE(log.find("joins as process 2 of 3") != std::string::npos, log);
 }
 
 TEST_CASE(

@@ -63,6 +63,14 @@ struct RegroupOptions {
   std::ostream* log = &std::clog;
 };
 
+/// regroup()'s error for a process the others went on without: it came after they re-formed, or
+/// found none of them (it was stopped, or cut off, past their timeout, while they regrouped). A
+/// group that still trains can take it in as one started again (join_group), which is what
+/// comm::Gloo tries before it gives up.
+struct LeftBehind : Error {
+  using Error::Error;
+};
+
 /// The group the survivors agreed on.
 struct Group {
   /// Cluster worker ranks (Cluster::worker_address's numbering), in the group's rank order.
@@ -75,6 +83,9 @@ struct Group {
 
 namespace detail {
 inline constexpr std::string_view regroup_protocol = "convoy-regroup/1";
+// The kinds of answer a regroup's server gives.
+inline std::set<std::string, std::less<>> const regroup_answers{
+    "searching", "wait", "lead", "follow", "group", "closed", "refused"};
 
 inline std::string join(std::vector<std::size_t> const& ranks) {
   std::string text;
@@ -220,8 +231,8 @@ class Regroup {
     } else if (kind == "group") {
       take_group(text, asked);
     } else if (kind == "closed") {
-      throw Error("convoy: " + name(me_) + " came too late: the group re-formed without it (" +
-                  text + ")");
+      throw LeftBehind("convoy: " + name(me_) + " came too late: the group re-formed without it (" +
+                       text + ")");
     } else {
       throw Error("convoy: " + name(asked) + " refused " + name(me_) + "'s regroup: " + text);
     }
@@ -296,9 +307,12 @@ class Regroup {
           {answer_.handle(), 0, serving_ ? short(ZMQ_POLLIN) : short(0), 0}};
       comm::detail::poll(items, 2, std::chrono::milliseconds(20));
       if (items[1].revents & ZMQ_POLLIN) serve_one();
+      // Anything but a regroup's answer is another server at that address (a group that
+      // re-formed without this process, or another program): that rank is not regrouping.
       if (items[0].revents & ZMQ_POLLIN) {
-        return read_answer(socket).value_or(
-            std::pair<std::string, std::string>{"error", "malformed"});
+        auto answer = read_answer(socket);
+        if (!answer || !regroup_answers.contains(answer->first)) return std::nullopt;
+        return answer;
       }
     }
     return std::nullopt;
@@ -333,14 +347,14 @@ class Regroup {
     auto const theirs = request[1].to_string_view();
     if (theirs != run_) {
       bool const same_run = run_of(theirs) == options_.run;
-      return reply(same_run ? "closed" : "error",
+      return reply(same_run ? "closed" : "refused",
                    same_run ? "another generation of the group" : "another run");
     }
     if (request[2].to_string_view().starts_with("+")) return newcomer(request);
     auto const rank = split(request[2].to_string_view(), last_.workers.size());
     auto const step = number(request[3].to_string_view());
     if (!rank || rank->size() != 1 || (*rank)[0] == me_ || !step)
-      return reply("error", "a malformed regroup request");
+      return reply("refused", "a malformed regroup request");
     auto const them = (*rank)[0];
     if (leading_ && !closed_) {
       steps_[them] = *step;
@@ -349,7 +363,7 @@ class Regroup {
     if (leading_) {
       if (!steps_.contains(them)) return reply("closed", "it re-formed as " + agreed_text());
       answered_.insert(them);
-      if (!refusal_.empty()) return reply("error", refusal_);
+      if (!refusal_.empty()) return reply("refused", refusal_);
       return reply("group", join(agreed_));
     }
     if (following_) return reply("follow", std::to_string(*following_));
@@ -359,9 +373,9 @@ class Regroup {
   // A process started again, registering as "+<cluster rank>": the leader takes it in while open.
   void newcomer(std::vector<zmq::message_t> const& request) {
     auto const rank = split(request[2].to_string_view().substr(1), cluster_->worker_count());
-    if (!rank || rank->size() != 1) return reply("error", "a malformed request to join");
+    if (!rank || rank->size() != 1) return reply("refused", "a malformed request to join");
     auto const c = (*rank)[0];
-    if (c == last_.workers.at(me_)) return reply("error", "a request to join as the leader");
+    if (c == last_.workers.at(me_)) return reply("refused", "a request to join as the leader");
     if (!leading_) return reply(following_ ? "follow" : "searching", "");
     if (!closed_) {
       // A member lost and started again while the survivors regroup (it knocked at the old
@@ -377,7 +391,7 @@ class Regroup {
     if (std::find(agreed_.begin(), agreed_.end(), c) == agreed_.end())
       return reply("closed", "it re-formed as " + agreed_text());
     newcomers_answered_.insert(c);
-    if (!refusal_.empty()) return reply("error", refusal_);
+    if (!refusal_.empty()) return reply("refused", refusal_);
     return reply("group", join(agreed_));
   }
 
@@ -444,7 +458,10 @@ class Regroup {
     while (std::chrono::steady_clock::now() < linger &&
            answered_.size() + 1 + newcomers_answered_.size() < agreed_.size())
       serve_for(std::chrono::milliseconds(20));
-    if (!refusal_.empty()) throw Error("convoy: " + refusal_ + "; the run stops");
+    if (!refusal_.empty()) {
+      if (m == 1 && n > 1) throw LeftBehind("convoy: " + refusal_ + "; the run stops");
+      throw Error("convoy: " + refusal_ + "; the run stops");
+    }
     return group_of(agreed_, last_.workers.at(me_), last_.generation + 1);
   }
 
@@ -511,7 +528,7 @@ inline Group join_group(Cluster const& cluster, std::size_t rank, std::string co
       }
       return detail::group_of(*workers, rank, generation + 1);
     }
-    if (kind == "closed" || kind == "error") {
+    if (kind == "closed" || kind == "refused") {
       throw Error("convoy: " + cluster.worker_task(rank) + " asked to join the group at " + leader +
                   " and was refused: " + text);
     }
@@ -525,9 +542,9 @@ inline Group join_group(Cluster const& cluster, std::size_t rank, std::string co
 /// Called by every survivor of `last` (this process is last.rank) once its collective failed, with
 /// its global `step`: blocks until the survivors agree on a new group (within `timeout`) and
 /// returns it, this process's rank in it and the next generation. Throws Error when the survivors
-/// are not a quorum of `last` or fewer than options.min_workers (naming who was lost), when this
-/// process came after the group re-formed without it, or when the leader stopped answering;
-/// TimeoutError after `timeout`.
+/// are not a quorum of `last` or fewer than options.min_workers (naming who was lost), or when the
+/// leader stopped answering; LeftBehind (an Error) when this process came after the group
+/// re-formed without it or found no other member; TimeoutError after `timeout`.
 inline Group regroup(Cluster const& cluster, Group const& last, std::int64_t step,
                      RegroupOptions const& options, std::chrono::milliseconds timeout) {
   detail::Regroup agreement(cluster, last, step, options);

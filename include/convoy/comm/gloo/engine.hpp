@@ -21,6 +21,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -191,8 +192,20 @@ class HostFabric {
     options.gone = gone;
     options.max_workers = policy_.max_workers;
     options.run = bootstrap::run_identity(group_.cluster());
-    auto const next = bootstrap::regroup(group_.cluster(), group_.members(), step, options,
-                                         policy_.bootstrap_timeout);
+    bootstrap::Group next;
+    try {
+      next = bootstrap::regroup(group_.cluster(), group_.members(), step, options,
+                                policy_.bootstrap_timeout);
+    } catch (bootstrap::LeftBehind const&) {
+      // The others went on without this process (stopped, or cut off, past their timeout, or it
+      // came too late): a group that still trains takes it in as one started again, at its next
+      // step boundary, and it heals from a live peer. None within 3 s: the error stands.
+      auto const me = group_.members().workers.at(group_.process());
+      auto joined = knock_and_join(group_.cluster(), me, "left behind by the group",
+                                   std::chrono::seconds(3), policy_.bootstrap_timeout);
+      if (!joined) throw;
+      next = std::move(*joined);
+    }
     std::clog << "convoy: " << group_.task() << " trains on as process " << next.rank << " of "
               << next.workers.size() << " (the group's generation " << next.generation << ")"
               << std::endl;
@@ -213,10 +226,9 @@ class HostFabric {
   }
 
  private:
-  // A worker started again (CONVOY_RESTART above 0) asks each worker's address for the group's
-  // board in turn, for up to 10 s; the one that answers takes it in at its next step boundary
-  // (bootstrap::join_group). When none answers (every task was started again), the run meets
-  // afresh.
+  // A worker started again (CONVOY_RESTART above 0) knocks for up to 10 s: long enough for a
+  // group that is regrouping after this worker's loss to have its board up. When none answers
+  // (every task was started again), the run meets afresh.
   static std::optional<bootstrap::Group> joined(Gloo const& policy) {
     char const* restart = std::getenv("CONVOY_RESTART");
     if (restart == nullptr || std::atoi(restart) <= 0) return std::nullopt;
@@ -224,29 +236,39 @@ class HostFabric {
         policy.cluster ? *policy.cluster : Cluster::from_environment(RankJobs::all_workers);
     if (cluster.single_process() || cluster.worker_rank() < 0) return std::nullopt;
     auto const me = static_cast<std::size_t>(cluster.worker_rank());
+    auto group = knock_and_join(cluster, me, "started again", std::chrono::seconds(10),
+                                policy.bootstrap_timeout);
+    if (!group) {
+      std::clog << "convoy: " << cluster.worker_task(me)
+                << " was started again, but no group answered: the run meets afresh" << std::endl;
+    }
+    return group;
+  }
+
+  // Asks each other worker's address for the group's board in turn (300 ms each), for up to
+  // `knocking` (within `timeout`); the group whose board answers takes cluster worker `me` in at
+  // its next step boundary (bootstrap::join_group, within `timeout`). Nothing when none answers.
+  static std::optional<bootstrap::Group> knock_and_join(Cluster const& cluster, std::size_t me,
+                                                        std::string_view why,
+                                                        std::chrono::milliseconds knocking,
+                                                        std::chrono::milliseconds timeout) {
     auto const run = bootstrap::run_identity(cluster);
-    // Long enough for a group that is regrouping after this worker's loss to have its board up.
-    auto const until =
-        std::chrono::steady_clock::now() +
-        std::min<std::chrono::milliseconds>(policy.bootstrap_timeout, std::chrono::seconds(10));
+    auto const until = std::chrono::steady_clock::now() + std::min(timeout, knocking);
     while (std::chrono::steady_clock::now() < until) {
       for (std::size_t w = 0; w < cluster.worker_count(); ++w) {
         if (w == me) continue;
         auto const& address = cluster.worker_address(w);
         auto const group_run = bootstrap::knock(address, run, me, std::chrono::milliseconds(300));
         if (!group_run) continue;
-        std::clog << "convoy: " << cluster.worker_task(me)
-                  << " (started again) asks the group to take it in, at " << address << std::endl;
-        auto group =
-            bootstrap::join_group(cluster, me, address, *group_run, policy.bootstrap_timeout);
+        std::clog << "convoy: " << cluster.worker_task(me) << " (" << why
+                  << ") asks the group to take it in, at " << address << std::endl;
+        auto group = bootstrap::join_group(cluster, me, address, *group_run, timeout);
         std::clog << "convoy: " << cluster.worker_task(me) << " joins as process " << group.rank
                   << " of " << group.workers.size() << " (the group's generation "
                   << group.generation << ")" << std::endl;
         return group;
       }
     }
-    std::clog << "convoy: " << cluster.worker_task(me)
-              << " was started again, but no group answered: the run meets afresh" << std::endl;
     return std::nullopt;
   }
 
