@@ -87,13 +87,14 @@ class ProcessGroup {
   /// Starts the liveness board (on the first process) and this process's reporter, which beats
   /// with `issued()`, the collectives this process has issued; call it once the rendezvous has
   /// given up the coordinator's address. Every process is named by its task and address. Nothing
-  /// for a single process. The board only names who stopped answering: when its address cannot
-  /// be bound (another program took the port between the rendezvous and the board), the first
-  /// process says so on `warnings` and the run goes on, its failures named by their connections'
-  /// errors alone.
+  /// for a single process, unless `even_alone` (a group that shrank to one process keeps its
+  /// board, where processes that come back knock). The board only names who stopped answering:
+  /// when its address cannot be bound (another program took the port between the rendezvous and
+  /// the board), the first process says so on `warnings` and the run goes on, its failures named
+  /// by their connections' errors alone.
   void start_liveness(std::function<std::int64_t()> issued, LivenessOptions options = {},
-                      std::ostream* warnings = &std::clog) {
-    if (processes() == 1) return;
+                      std::ostream* warnings = &std::clog, bool even_alone = false) {
+    if (processes() == 1 && !even_alone) return;
     options.names.clear();
     if (options.run.empty()) options.run = run_;
     for (std::size_t p = 0; p < processes(); ++p)

@@ -94,8 +94,18 @@ class HostFabric {
         timeout_(policy.timeout) {
     for (auto const& b : plan.buckets()) largest_bucket_ = std::max(largest_bucket_, b.size);
     if (group_.processes() == 1) {
-      exchange_ =
-          std::make_unique<HostExchange>(group.size(), plan.size(), policy.timeout, nullptr);
+      // A group that shrank to one process of a larger cluster keeps a board at its address,
+      // where a worker started again, or one left behind, knocks; the exchange, which has nothing
+      // to sum with other processes, stops at a step boundary to take it in.
+      bool const may_grow = !group_.cluster().single_process() &&
+                            group_.cluster().worker_count() > 1 && !policy.fail_fast;
+      HostExchange::Allreduce at_boundary;
+      if (may_grow) {
+        at_boundary = [this](std::size_t bucket, std::span<float>) { take_in_if_asked(bucket); };
+      }
+      exchange_ = std::make_unique<HostExchange>(group.size(), plan.size(), policy.timeout,
+                                                 std::move(at_boundary));
+      if (may_grow) start_liveness(/*even_alone=*/true);
       return;
     }
     Listen const listen = listen_address(policy);
@@ -124,10 +134,7 @@ class HostFabric {
     exchange_ = std::make_unique<HostExchange>(
         group.size(), plan.size(), policy.timeout + policy.timeout / 2,
         [this](std::size_t bucket, std::span<float> values) { reduce(bucket, values); });
-    // Beats four times a second, stale after a second: a lost peer is named within ~1 s.
-    group_.start_liveness(
-        [this] { return exchange_->issued(); },
-        bootstrap::LivenessOptions{.interval = std::chrono::milliseconds(250), .missed_beats = 4});
+    start_liveness();
   }
   HostFabric(HostFabric const&) = delete;
   HostFabric& operator=(HostFabric const&) = delete;
@@ -289,19 +296,31 @@ class HostFabric {
     return listen;
   }
 
+  // Beats four times a second, stale after a second: a lost peer is named within ~1 s.
+  void start_liveness(bool even_alone = false) {
+    group_.start_liveness(
+        [this] { return exchange_->issued(); },
+        bootstrap::LivenessOptions{.interval = std::chrono::milliseconds(250), .missed_beats = 4},
+        &std::clog, even_alone);
+  }
+
+  // A process started again asked rank 0's board to join: the group stops at this step boundary
+  // (this step not begun anywhere) and regroups with it.
+  void take_in_if_asked(std::size_t bucket) {
+    if (bucket == 0 && group_.has_joiners()) {
+      taking_in_ = true;
+      throw Error("convoy: " + group_.task() + " stops the group's step to take in a process " +
+                  "started again");
+    }
+  }
+
   // One allreduce across the processes, in place. Gloo's errors become convoy's: a timeout as
   // TimeoutError, a lost connection as Error, each with what the liveness board says of who is
   // missing.
   void reduce(std::size_t bucket, std::span<float> values) {
     // A replica thread may run this (HostExchange lets a waiting replica reduce a ready bucket).
     detail::SigpipeBlocked const no_sigpipe;
-    // A process started again asked rank 0's board to join: the group stops at this step
-    // boundary (this step not begun anywhere) and regroups with it.
-    if (bucket == 0 && !policy_.fail_fast && group_.has_joiners()) {
-      taking_in_ = true;
-      throw Error("convoy: " + group_.task() + " stops the group's step to take in a process " +
-                  "started again");
-    }
+    if (!policy_.fail_fast) take_in_if_asked(bucket);
     try {
       allreducer_->reduce(bucket, values);
     } catch (::gloo::Exception const& e) {
