@@ -152,7 +152,7 @@ class FitRun {
                     .lock_step_batches =
                         strategy_.lock_step() ? static_cast<std::int64_t>(strategy_.replicas()) : 0,
                     .start = start_,
-                    .interval = {start_, before_.global_step, before_.applied}});
+                    .interval = {start_, before_.global_step, before_.applied, before_.batches()}});
     for (auto const& hooks : options_.hooks) {
       if (hooks.on_begin) hooks.on_begin(control_);
     }
@@ -362,8 +362,10 @@ class FitRun {
     count_updates();
     auto const& after = strategy_.counters();
     result_.epochs = static_cast<double>(after.batches()) / static_cast<double>(batches_per_epoch_);
-    // Rows of applied gradients only: a dropped gradient trained nothing.
-    double const rows = static_cast<double>(after.applied - before_.applied) *
+    // Rows of applied gradients only: a dropped gradient trained nothing. In lock step, the
+    // data's batches (RunProgress::trained).
+    double const rows = static_cast<double>(progress_->trained(
+                            after.applied - before_.applied, after.batches() - before_.batches())) *
                         static_cast<double>(rows_per_replica_);
     result_.samples_per_second = result_.seconds > 0 ? rows / result_.seconds : 0.0;
   }

@@ -1,6 +1,6 @@
 // Progress lines, the history fit() returns, per-epoch validation and the hooks' order: the loss
 // of a line is the mean over its interval, its rates are wall-clock, and epochs and totals follow
-// the data.
+// the data, also after a lock-step group changed its size.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -10,6 +10,7 @@
 #include <convoy/train/callbacks/keep_best.hpp>
 #include <convoy/train/callbacks/learning_rate.hpp>
 #include <convoy/train/callbacks/metrics_log.hpp>
+#include <convoy/train/run_progress.hpp>
 #include <convoy/train/trainer.hpp>
 #include <filesystem>
 #include <iostream>
@@ -155,6 +156,34 @@ TEST_CASE("seconds per step and samples per second are wall-clock over the inter
   }
   CHECK(seconds <= wall);
   CHECK(result.history[1].elapsed_s >= seconds * 0.99);
+}
+
+TEST_CASE("after a lock-step group changed, rates count the rows trained and totals its rate") {
+  // 3 replicas of 100 rows, a goal of 200 batches. Steps 1-10 as begun: 3 batches a step. Steps
+  // 11-20: 2 replicas keeping the global batch, 2 gradients of 150 rows (3 batches) a step. Steps
+  // 21-30: 2 replicas each keeping its batch: 2 batches a step.
+  RunPlan plan;
+  plan.until_batches = 200;
+  detail::RunProgress progress{.plan = plan,
+                               .batches_per_epoch = 30,
+                               .rows_per_gradient = 100.0,
+                               .lock_step_batches = 3,
+                               .start = detail::RunProgress::Clock::now(),
+                               .interval = {detail::RunProgress::Clock::now(), 0, 0, 0}};
+  CHECK(progress.totals(0, 0).steps == 67);  // 200 / 3, rounded
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  progress.close_interval(10, 30, 30);
+  auto const before = progress.interval.time;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto const kept = progress.close_interval(20, 60, 50);
+  double const seconds = std::chrono::duration<double>(progress.interval.time - before).count();
+  CHECK(kept.samples_per_s == doctest::Approx(30 * 100.0 / seconds));  // not 20 gradients' rows
+  CHECK(kept.gradients_per_step == doctest::Approx(2.0));
+  CHECK(progress.totals(20, 60).steps == 67);  // still 3 batches a step
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  progress.close_interval(30, 80, 70);
+  CHECK(progress.totals(30, 80).steps == 90);  // 120 batches left at 2 a step
+  CHECK(progress.totals(30, 80).epochs == 7);  // 200 batches of 30 an epoch
 }
 
 TEST_CASE("the validation set is evaluated at each epoch's end, recorded and printed") {
