@@ -149,8 +149,7 @@ class FitRun {
                     .start_batches = before_.batches(),
                     .batches_per_epoch = batches_per_epoch_,
                     .rows_per_gradient = static_cast<double>(rows_per_replica_),
-                    .lock_step_batches =
-                        strategy_.lock_step() ? static_cast<std::int64_t>(strategy_.replicas()) : 0,
+                    .lock_step_batches = lock_step_batches(),
                     .start = start_,
                     .interval = {start_, before_.global_step, before_.applied, before_.batches()}});
     for (auto const& hooks : options_.hooks) {
@@ -347,6 +346,17 @@ class FitRun {
     } else {
       return Metrics{};
     }
+  }
+
+  // Batches a lock step trains (0: not in lock step): one a replica, or, where the data was
+  // planned again with its global batch kept (a run resumed after its group changed), as many of
+  // the plan's as its rows make (count_lock_step's count).
+  std::int64_t lock_step_batches() const {
+    if (!strategy_.lock_step()) return 0;
+    if (before_.data.batch > 0 && rows_per_replica_ > 0)
+      return std::max<std::int64_t>(
+          1, before_.data.batch / static_cast<std::int64_t>(rows_per_replica_));
+    return static_cast<std::int64_t>(strategy_.replicas());
   }
 
   // The counters and the wall time since start_ into the result.

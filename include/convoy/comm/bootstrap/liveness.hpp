@@ -190,17 +190,23 @@ class LivenessBoard {
       }
       if (process < 0 || static_cast<std::size_t>(process) >= board_.size()) continue;
       if (message[2].to_string_view() != run_) {
-        stranger(message[1], kind, process);
+        // A process of an earlier group of this run (one left behind, resumed) beats on to the
+        // address until it regroups: not a stranger.
+        if (run_of(message[2].to_string_view()) != run_of(run_))
+          stranger(message[1], kind, process);
         continue;
       }
+      // A message read after its connection's close (the events come first, on a pipe of their
+      // own) names no open connection: its descriptor may be another's next.
       auto const fd = message[1].get(ZMQ_SRCFD);
-      identified_.insert(fd);
-      if (kind == "beat") beating_[fd] = process;  // the one connection a process beats on
+      bool const open = open_.contains(fd);
+      if (open) identified_.insert(fd);
+      if (kind == "beat" && open) beating_[fd] = process;  // the connection a process beats on
       std::lock_guard lock(mutex_);
       auto& entry = board_[static_cast<std::size_t>(process)];
       entry.issued = std::max(entry.issued, issued);
       entry.last = std::chrono::steady_clock::now();
-      if (kind == "beat") entry.hung_up = false;
+      if (kind == "beat" && open) entry.hung_up = false;
       if (kind == "bye") entry.left = true;
       if (kind == "regroup") entry.regrouping = true;
       if (kind != "ask") continue;
@@ -267,6 +273,7 @@ class LivenessBoard {
     if (!event.accepted) {
       connections_.closed(event.fd);
       identified_.erase(event.fd);
+      open_.erase(event.fd);
       if (auto const beat = beating_.find(event.fd); beat != beating_.end()) {
         std::lock_guard lock(mutex_);
         board_[static_cast<std::size_t>(beat->second)].hung_up = true;
@@ -274,10 +281,12 @@ class LivenessBoard {
       }
       return;
     }
+    open_.insert(event.fd);
     auto const shut =
         connections_.accepted(event.fd, [&](int fd) { return identified_.contains(fd); });
     if (!shut) return;
     identified_.erase(shut->fd);
+    open_.erase(shut->fd);
     if (over_cap_.fetch_add(1) == 0) {
       std::clog << "convoy: the liveness board at " << address_ << " holds at most "
                 << connections_.cap() << " connections; it closed "
@@ -317,6 +326,7 @@ class LivenessBoard {
   comm::detail::ConnectionCap connections_;
   std::set<int> identified_;    // descriptors a valid message came on
   std::map<int, int> beating_;  // descriptor -> the process that beats on it (serving thread)
+  std::set<int> open_;          // descriptors of the connections open now (serving thread)
   std::atomic<std::int64_t> over_cap_{0};
   std::atomic<std::int64_t> strangers_{0};
   std::set<std::size_t> joiners_;  // under mutex_

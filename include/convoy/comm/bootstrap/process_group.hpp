@@ -118,11 +118,14 @@ class ProcessGroup {
   }
   /// After a collective timed out: which processes stopped answering, as the board sees them
   /// (empty for a single process).
-  std::string explain_timeout() const { return reporter_ ? reporter_->explain() : std::string(); }
+  std::string explain_timeout() const {
+    return reporter_ && processes() > 1 ? reporter_->explain() : std::string();
+  }
   /// After a connection failed: the same, waiting up to `patience` for the board to see a killed
   /// process, which still looks alive for a moment.
   std::string explain_failure(std::chrono::milliseconds patience) const {
-    return reporter_ ? reporter_->explain_after_failure(patience) : std::string();
+    return reporter_ && processes() > 1 ? reporter_->explain_after_failure(patience)
+                                        : std::string();
   }
   /// Stops beating and tells the board this process ended on its own: before whatever `issued`
   /// reads goes away.

@@ -64,9 +64,9 @@ struct RegroupOptions {
 };
 
 /// regroup()'s error for a process the others went on without: it came after they re-formed, or
-/// found none of them (it was stopped, or cut off, past their timeout, while they regrouped). A
-/// group that still trains can take it in as one started again (join_group), which is what
-/// comm::Gloo tries before it gives up.
+/// found none of them and is no quorum alone (it was stopped, or cut off, past their timeout,
+/// while they regrouped). A group that still trains can take it in as one started again
+/// (join_group), which is what comm::Gloo tries before it gives up.
 struct LeftBehind : Error {
   using Error::Error;
 };
@@ -266,7 +266,10 @@ class Regroup {
     auto const rank = missing[probe_++ % missing.size()];
     auto const answer = ask(rank);
     if (!answer) {
-      silent_since_.try_emplace(rank, now);
+      // A member the board saw end is timed from the end of this first silent ask, so that one
+      // taken for gone in error (still binding its socket) has a second chance to answer.
+      bool const gone = std::ranges::find(options_.gone, rank) != options_.gone.end();
+      silent_since_.try_emplace(rank, gone ? std::chrono::steady_clock::now() : now);
       return;
     }
     silent_since_.erase(rank);
@@ -308,11 +311,15 @@ class Regroup {
       comm::detail::poll(items, 2, std::chrono::milliseconds(20));
       if (items[1].revents & ZMQ_POLLIN) serve_one();
       // Anything but a regroup's answer is another server at that address (a group that
-      // re-formed without this process, or another program): that rank is not regrouping.
+      // re-formed without this process, or another program): that rank is not regrouping. It
+      // counts as silence, so this ask still takes its time (serving), not a new connection
+      // at once.
       if (items[0].revents & ZMQ_POLLIN) {
         auto answer = read_answer(socket);
-        if (!answer || !regroup_answers.contains(answer->first)) return std::nullopt;
-        return answer;
+        if (answer && regroup_answers.contains(answer->first)) return answer;
+        serve_for(std::chrono::duration_cast<std::chrono::milliseconds>(
+            until - std::chrono::steady_clock::now()));
+        return std::nullopt;
       }
     }
     return std::nullopt;
@@ -459,7 +466,7 @@ class Regroup {
            answered_.size() + 1 + newcomers_answered_.size() < agreed_.size())
       serve_for(std::chrono::milliseconds(20));
     if (!refusal_.empty()) {
-      if (m == 1 && n > 1) throw LeftBehind("convoy: " + refusal_ + "; the run stops");
+      if (m == 1 && n > 1 && !quorum) throw LeftBehind("convoy: " + refusal_ + "; the run stops");
       throw Error("convoy: " + refusal_ + "; the run stops");
     }
     return group_of(agreed_, last_.workers.at(me_), last_.generation + 1);
