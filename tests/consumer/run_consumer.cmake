@@ -1,7 +1,8 @@
 # Builds and runs tests/consumer/app against convoy, the way a user project would.
 #   cmake -DMODE=install|fetchcontent -DCONVOY_SOURCE_DIR=... -DCONVOY_BINARY_DIR=... -DWORK_DIR=...
 #         [-DBUILD_TYPE=Release] [-DCXX_COMPILER=...] [-DGENERATOR=...] [-DPREFIX_PATH=a|b]
-#         [-DCOMPONENTS=cuda,nccl,zmq] [-DTORCH_VERSION=2.11] -P run_consumer.cmake
+#         [-DCOMPONENTS=cuda,nccl,zmq] [-DTORCH_VERSION=2.11] [-DSKIP_PROGRAMS=torch]
+#         -P run_consumer.cmake
 # install:      cmake --install CONVOY_BINARY_DIR into WORK_DIR/prefix, check the components
 #               mechanism against COMPONENTS (those the build has), then find_package(convoy) from
 #               there; the app links a program to each of cuda, nccl, gloo, tensorboard and
@@ -9,7 +10,9 @@
 # fetchcontent: FetchContent_Declare(convoy SOURCE_DIR CONVOY_SOURCE_DIR) and no option set; the
 #               app links a program to each of gloo, nccl, tensorboard and torch in COMPONENTS
 #               (AUTO in a subproject; cuda is opt-in there) and runs the same ones as install.
-# Every step runs with execute_process; the first that fails stops the script with its output.
+# SKIP_PROGRAMS (','-separated) leaves those components' programs out (their install is still
+# checked). Every step runs with execute_process; the first that fails stops the script with its
+# output.
 cmake_minimum_required(VERSION 3.25)
 
 foreach(required MODE CONVOY_SOURCE_DIR CONVOY_BINARY_DIR WORK_DIR)
@@ -56,6 +59,10 @@ if(MODE STREQUAL "install")
 else()
   list(FILTER link_components INCLUDE REGEX "^(gloo|nccl|tensorboard|torch)$")
 endif()
+string(REPLACE "," ";" skipped_programs "${SKIP_PROGRAMS}")
+foreach(component IN LISTS skipped_programs)
+  list(REMOVE_ITEM link_components ${component})
+endforeach()
 foreach(component gloo tensorboard torch)
   if(component IN_LIST link_components)
     set(run_${component} TRUE)

@@ -68,7 +68,7 @@ ACCURACY_FLOOR = 0.70  # 200-300 steps of batch 100 reach 0.75-0.80; chance is 0
 HEARTBEAT_MS = 500
 CUT_SECONDS = 3  # six heartbeats: both sides must notice
 SYNC_CUT_STEPS = "10000"  # worker 0 alone did 2440 in the cut and reconnect; together ~660/s
-GLOO_CUT_STEPS = 20000  # worker 0 trains on alone after the cut: ~10 s
+GLOO_CUT_STEPS = 8000  # worker 0 trains on alone after the cut: a few seconds
 # Worker 0 alone trains about 2000 steps a second (slower under load, which widens the margin):
 # 12000 leave it training past twice the ~3 s from its regroup to worker 1's knock.
 GLOO_HEAL_STEPS = 12000
