@@ -625,6 +625,22 @@ void check_survivors(int workers, int killed, std::int64_t step) {
 // that lost the last bytes of the killed worker's last step fails it, and the group takes that
 // step, its rows included, from the member furthest on. Up to that many rows (the previous step's
 // rows a worker) may then be left over when the epoch moves on.
+// Workers 0..workers-1 each wrote their result in `dir`: every one at global step `step`, all with
+// the same weights, bit for bit.
+void check_one_state(std::filesystem::path const& dir, int workers, std::int64_t step) {
+  std::optional<Result> first;
+  for (int w = 0; w < workers; ++w) {
+    CAPTURE(w);
+    auto const got = read_result(dir / ("worker" + std::to_string(w) + ".txt"));
+    CHECK(got.global_step == step);
+    if (!first) {
+      first = got;
+    } else {
+      CHECK(got.weights == first->weights);
+    }
+  }
+}
+
 void check_data_plan(std::filesystem::path const& dir, int workers, std::int64_t until,
                      std::size_t per_replica, std::size_t global = 0, bool shrank = true) {
   std::map<std::int64_t, std::vector<int>> by_step;
@@ -767,18 +783,8 @@ TEST_CASE(
   REQUIRE_MESSAGE(regrouped, testing::read_file(tasks[0].log));
   ::kill(tasks[1].pid, SIGCONT);
   CHECK(testing::finish(tasks, std::chrono::steady_clock::now() + 120s) == 0);
-  std::optional<Result> first;
-  for (std::size_t w = 0; w < 3; ++w) {
-    CAPTURE(w);
-    CHECK_MESSAGE(tasks[w].status == 0, testing::read_file(tasks[w].log));
-    auto const got = read_result(dir.path / ("worker" + std::to_string(w) + ".txt"));
-    CHECK(got.global_step == rejoin_steps);
-    if (!first) {
-      first = got;
-    } else {
-      CHECK(got.weights == first->weights);
-    }
-  }
+  for (auto const& t : tasks) CHECK_MESSAGE(t.status == 0, testing::read_file(t.log));
+  check_one_state(dir.path, 3, rejoin_steps);
   auto const log = testing::read_file(tasks[1].log);
   CHECK_MESSAGE(
       log.find("(left behind by the group) asks the group to take it in") != std::string::npos,
@@ -858,17 +864,7 @@ TEST_CASE(
                 log);
   CHECK_MESSAGE(log.find("[worker:1] convoy: worker:1 joins as process") != std::string::npos, log);
   check_data_plan(dir.path, 3, rejoin_steps, batch_size / 3, 0, false);
-  std::optional<Result> first;
-  for (int w = 0; w < 3; ++w) {
-    CAPTURE(w);
-    auto const got = read_result(dir.path / ("worker" + std::to_string(w) + ".txt"));
-    CHECK(got.global_step == rejoin_steps);
-    if (!first) {
-      first = got;
-    } else {
-      CHECK(got.weights == first->weights);
-    }
-  }
+  check_one_state(dir.path, 3, rejoin_steps);
 }
 
 TEST_CASE("of 2 workers, worker 0 lost: worker 1 stops with an error, as half without rank 0") {

@@ -376,19 +376,27 @@ def curve_run(net, program, keygen, keys):
     return f"accuracy {value:.3f}"
 
 
+def start_gloo_pair(net, program, steps, tasks):
+    """Starts the two workers alone as a Gloo collective of `steps` steps into `tasks` and waits
+    until worker 1 trains; False when the example has no convoy::gloo."""
+    for index in (0, 1):
+        tasks.append(Task(net, "worker", index,
+                          [program, "--strategy", "multiworker", "--hidden", "100", "--steps",
+                           str(steps), "--batch", "100", "--log-every", "250",
+                           "--allow-plaintext", "--exchange-timeout-ms", str(GLOO_TIMEOUT_MS)],
+                          config=workers_only_config(index)))
+    if tasks[0].wait_for(r"has no convoy::gloo", 5) is not None:
+        return False
+    check(tasks[1].wait_for(r"After \d+ training steps", 30) is not None,
+          "worker 1 did not train before the cut", tasks)
+    return True
+
+
 def gloo_cut_run(net, program):
     tasks = []
     try:
-        for index in (0, 1):
-            tasks.append(Task(net, "worker", index,
-                              [program, "--strategy", "multiworker", "--hidden", "100", "--steps",
-                               str(GLOO_CUT_STEPS), "--batch", "100", "--log-every", "250",
-                               "--allow-plaintext", "--exchange-timeout-ms", str(GLOO_TIMEOUT_MS)],
-                              config=workers_only_config(index)))
-        if tasks[0].wait_for(r"has no convoy::gloo", 5) is not None:
+        if not start_gloo_pair(net, program, GLOO_CUT_STEPS, tasks):
             return "skipped: this build of the example has no convoy::gloo"
-        check(tasks[1].wait_for(r"After \d+ training steps", 30) is not None,
-              "worker 1 did not train before the cut", tasks)
         net.link(("worker", 1), "down")
         cut = time.monotonic()
         lone = tasks[1].finish(GLOO_TIMEOUT_MS / 1000 + 20)
@@ -415,16 +423,8 @@ def gloo_cut_run(net, program):
 def gloo_heal_run(net, program):
     tasks = []
     try:
-        for index in (0, 1):
-            tasks.append(Task(net, "worker", index,
-                              [program, "--strategy", "multiworker", "--hidden", "100", "--steps",
-                               str(GLOO_HEAL_STEPS), "--batch", "100", "--log-every", "250",
-                               "--allow-plaintext", "--exchange-timeout-ms", str(GLOO_TIMEOUT_MS)],
-                              config=workers_only_config(index)))
-        if tasks[0].wait_for(r"has no convoy::gloo", 5) is not None:
+        if not start_gloo_pair(net, program, GLOO_HEAL_STEPS, tasks):
             return "skipped: this build of the example has no convoy::gloo"
-        check(tasks[1].wait_for(r"After \d+ training steps", 30) is not None,
-              "worker 1 did not train before the cut", tasks)
         net.link(("worker", 1), "down")
         cut = time.monotonic()
         alone = tasks[0].wait_for(rf"the group of 2 lost worker:1 at {SUBNET}\.3:\d+; 1 go on",
