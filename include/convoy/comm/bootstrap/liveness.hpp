@@ -170,57 +170,60 @@ class LivenessBoard {
       }
       if ((items[0].revents & ZMQ_POLLIN) == 0) continue;
       std::vector<zmq::message_t> message;
-      if (!zmq::recv_multipart(socket_, std::back_inserter(message), zmq::recv_flags::dontwait))
-        continue;
-      // [identity] [tag] [run] [beat|ask|bye|regroup|join] [process] [issued]; anything else is
-      // dropped.
-      if (message.size() != 6 || detail::frame(message[1]) != detail::liveness_tag) continue;
-      auto const kind = detail::frame(message[3]);
-      if (kind == "join") {
-        joining(message);
-        continue;
-      }
-      int process = -1;
-      std::int64_t issued = -1;
-      try {
-        process = std::stoi(detail::frame(message[4]));
-        issued = std::stoll(detail::frame(message[5]));
-      } catch (std::exception const&) {
-        continue;
-      }
-      if (process < 0 || static_cast<std::size_t>(process) >= board_.size()) continue;
-      if (message[2].to_string_view() != run_) {
-        // A process of an earlier group of this run (one left behind, resumed) beats on to the
-        // address until it regroups: not a stranger.
-        if (run_of(message[2].to_string_view()) != run_of(run_))
-          stranger(message[1], kind, process);
-        continue;
-      }
-      // A message read after its connection's close (the events come first, on a pipe of their
-      // own) names no open connection: its descriptor may be another's next.
-      auto const fd = message[1].get(ZMQ_SRCFD);
-      bool const open = open_.contains(fd);
-      if (open) identified_.insert(fd);
-      if (kind == "beat" && open) beating_[fd] = process;  // the connection a process beats on
-      std::lock_guard lock(mutex_);
-      auto& entry = board_[static_cast<std::size_t>(process)];
-      entry.issued = std::max(entry.issued, issued);
-      entry.last = std::chrono::steady_clock::now();
-      if (kind == "beat" && open) entry.hung_up = false;
-      if (kind == "bye") entry.left = true;
-      if (kind == "regroup") entry.regrouping = true;
-      if (kind != "ask") continue;
-      std::ostringstream text;
-      auto const now = std::chrono::steady_clock::now();
-      for (auto const& e : board_) {
-        auto const silent =
-            e.issued < 0
-                ? -1
-                : std::chrono::duration_cast<std::chrono::milliseconds>(now - e.last).count();
-        text << e.process << ' ' << e.issued << ' ' << silent << ' ' << (e.left ? 1 : 0) << '\n';
-      }
-      answer(message[0], text.str());
+      if (zmq::recv_multipart(socket_, std::back_inserter(message), zmq::recv_flags::dontwait))
+        take(message);
     }
+  }
+
+  // One message of the board's socket, answered when it is an ask.
+  void take(std::vector<zmq::message_t>& message) {
+    // [identity] [tag] [run] [beat|ask|bye|regroup|join] [process] [issued]; anything else is
+    // dropped.
+    if (message.size() != 6 || detail::frame(message[1]) != detail::liveness_tag) return;
+    auto const kind = detail::frame(message[3]);
+    if (kind == "join") {
+      joining(message);
+      return;
+    }
+    int process = -1;
+    std::int64_t issued = -1;
+    try {
+      process = std::stoi(detail::frame(message[4]));
+      issued = std::stoll(detail::frame(message[5]));
+    } catch (std::exception const&) {
+      return;
+    }
+    if (process < 0 || static_cast<std::size_t>(process) >= board_.size()) return;
+    if (message[2].to_string_view() != run_) {
+      // A process of an earlier group of this run (one left behind, resumed) beats on to the
+      // address until it regroups: not a stranger.
+      if (run_of(message[2].to_string_view()) != run_of(run_)) stranger(message[1], kind, process);
+      return;
+    }
+    // A message read after its connection's close (the events come first, on a pipe of their
+    // own) names no open connection: its descriptor may be another's next.
+    auto const fd = message[1].get(ZMQ_SRCFD);
+    bool const open = open_.contains(fd);
+    if (open) identified_.insert(fd);
+    if (kind == "beat" && open) beating_[fd] = process;  // the connection a process beats on
+    std::lock_guard lock(mutex_);
+    auto& entry = board_[static_cast<std::size_t>(process)];
+    entry.issued = std::max(entry.issued, issued);
+    entry.last = std::chrono::steady_clock::now();
+    if (kind == "beat" && open) entry.hung_up = false;
+    if (kind == "bye") entry.left = true;
+    if (kind == "regroup") entry.regrouping = true;
+    if (kind != "ask") return;
+    std::ostringstream text;
+    auto const now = std::chrono::steady_clock::now();
+    for (auto const& e : board_) {
+      auto const silent =
+          e.issued < 0
+              ? -1
+              : std::chrono::duration_cast<std::chrono::milliseconds>(now - e.last).count();
+      text << e.process << ' ' << e.issued << ' ' << silent << ' ' << (e.left ? 1 : 0) << '\n';
+    }
+    answer(message[0], text.str());
   }
 
   // A process started again that asks to join the group, naming its rank in the cluster and

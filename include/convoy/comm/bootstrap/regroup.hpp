@@ -414,6 +414,26 @@ class Regroup {
 
   std::string agreed_text() const { return list(agreed_); }
 
+  // Why `m` members of the last group's `n` (lost: `lost_text`) may not go on.
+  std::string refusal(std::string const& lost_text, std::size_t n, std::size_t m,
+                      bool quorum) const {
+    std::string text =
+        "the group of " + std::to_string(n) + " lost " + lost_text + ": " + std::to_string(m) +
+        " of " + std::to_string(n) + " remain, " +
+        (!quorum ? "not more than half, nor half with the group's rank 0 (" + name(0) +
+                       "); they may be one side of a cut network whose other side "
+                       "trains on"
+                 : "fewer than min_workers " + std::to_string(options_.min_workers));
+    // Alone, this process may be the one that was lost to the others: stopped or cut off past
+    // their timeout, it comes back to find they went on without it.
+    if (m == 1 && n > 1) {
+      text +=
+          " (or this process was stopped or cut off past the exchange's timeout, and "
+          "the others went on without it)";
+    }
+    return text;
+  }
+
   Group finish_leading(std::chrono::steady_clock::time_point deadline) {
     closed_ = true;
     std::vector<std::size_t> order;  // the members, by last rank, furthest on first
@@ -434,19 +454,7 @@ class Regroup {
       taken_in.push_back(c);
     }
     if (!quorum || m < options_.min_workers) {
-      refusal_ = "the group of " + std::to_string(n) + " lost " + lost_text + ": " +
-                 std::to_string(m) + " of " + std::to_string(n) + " remain, " +
-                 (!quorum ? "not more than half, nor half with the group's rank 0 (" + name(0) +
-                                "); they may be one side of a cut network whose other side "
-                                "trains on"
-                          : "fewer than min_workers " + std::to_string(options_.min_workers));
-      // Alone, this process may be the one that was lost to the others: stopped or cut off past
-      // their timeout, it comes back to find they went on without it.
-      if (m == 1 && n > 1) {
-        refusal_ +=
-            " (or this process was stopped or cut off past the exchange's timeout, and "
-            "the others went on without it)";
-      }
+      refusal_ = refusal(lost_text, n, m, quorum);
     } else if (options_.log) {
       std::string change;
       if (!lost.empty()) change = "lost " + lost_text;
