@@ -26,6 +26,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -261,6 +262,15 @@ int main(int argc, char** argv) {
   cli.integer("--steps", "N", steps, std::int64_t{1},
               "steps per configuration (default: ResNet 60, MLP 300)");
   cli.flag("--quick", quick, "a smoke run: 5 steps of each model, 1 repeat, no recovery");
+  std::string only;  // empty: every part
+  cli.option("--only", "PART", "only one part: resnet, mlp or recovery",
+             [&only](std::string_view v) {
+               if (v != "resnet" && v != "mlp" && v != "recovery") {
+                 return std::string("resnet, mlp or recovery");
+               }
+               only = v;
+               return std::string();
+             });
   if (auto const status = cli.parse(argc, argv)) return *status;
   bench::Results results(cli);
   if (!results.ok()) return 2;
@@ -278,8 +288,11 @@ int main(int argc, char** argv) {
   }
   std::function<examples::ResNet()> const resnet = [] { return examples::ResNet(); };
   std::function<tnn::Sequential()> const dense = mlp;
-  results.add(bench_net(data, "ResNet 16-32-64", resnet, 64, steps ? steps : 60, repeats));
-  results.add(bench_net(data, "MLP 784-500-10", dense, 100, steps ? steps : 300, repeats));
+  auto const runs = [&only](std::string_view part) { return only.empty() || only == part; };
+  if (runs("resnet"))
+    results.add(bench_net(data, "ResNet 16-32-64", resnet, 64, steps ? steps : 60, repeats));
+  if (runs("mlp"))
+    results.add(bench_net(data, "MLP 784-500-10", dense, 100, steps ? steps : 300, repeats));
   // The last worker, started again, must find the run still going: LibTorch takes 1-2 s to
   // start, and worker 0 alone then trains on at about 20 steps a second. The kill lands between
   // two checkpoints, as one does on average. A quick run (CI runs it) takes none: three ResNet
@@ -291,7 +304,7 @@ int main(int argc, char** argv) {
     if (record) results.add(std::move(*record));
     recovered = recovered && record.has_value();
   };
-  if (!quick) {
+  if (!quick && runs("recovery")) {
     recover(1, 2);
 #if CONVOY_BENCH_GLOO
     recover(0, 3);
