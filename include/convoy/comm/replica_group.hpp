@@ -21,6 +21,7 @@
 #include "../core/concepts.hpp"
 #include "../core/detail/aligned_allocator.hpp"
 #include "../core/error.hpp"
+#include "../core/gradient_places.hpp"
 #include "../core/snapshot.hpp"
 #include "../core/variables.hpp"
 #include "../optim/optimizer.hpp"
@@ -70,6 +71,7 @@ class ReplicaGroup {
       allocate_central(w.size());
       std::ranges::copy(w, central_.begin());
     }
+    for (auto& r : replicas_) places_.emplace_back(r->variables());
     counters_.local_steps.assign(count, 0);
     set_optimizer(optim::Sgd{});
   }
@@ -85,6 +87,9 @@ class ReplicaGroup {
   /// Shared ownership of replica r, for a thread that may outlive a run (see StuckReplicas).
   std::shared_ptr<Model> const& handle(std::size_t r) const { return replicas_[r]; }
   Variables& variables(std::size_t r) { return replicas_[r]->variables(); }
+  /// Where each replica's gradients are, by replica: during a lock-step run, the arena or where
+  /// the model left them (GradientPlaces); settled into the arena when the run ends.
+  std::span<GradientPlaces> gradient_places() { return places_; }
   /// Replica 0's Variables: names, shapes and offsets. A model need only offer a non-const
   /// variables(), which does not change it; the shared_ptr lets a const group call it.
   Variables const& layout() const { return replicas_[0]->variables(); }
@@ -158,8 +163,12 @@ class ReplicaGroup {
   std::vector<float> scaled_gradient_sum(std::size_t count, float scale) const {
     std::vector<float> sum(layout().element_count(), 0.0f);
     for (std::size_t r = 0; r < count; ++r) {
-      auto const grads = replicas_[r]->variables().grads();
-      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += grads[i] * scale;
+      auto const& places = places_[r];
+      for (std::size_t v = 0; v < places.list().size(); ++v) {
+        auto const& var = places.list()[v];
+        float const* const grad = places.of(v);
+        for (std::size_t i = 0; i < var.size; ++i) sum[var.offset + i] += grad[i] * scale;
+      }
     }
     return sum;
   }
@@ -270,6 +279,7 @@ class ReplicaGroup {
 
   Placement placement_;
   std::vector<std::shared_ptr<Model>> replicas_;
+  std::vector<GradientPlaces> places_;   // by replica; of the replicas' Variables, on the heap
   std::span<float> central_;             // empty: no central copy
   std::shared_ptr<void> central_owner_;  // keeps central_'s memory
   bool bound_ = false;

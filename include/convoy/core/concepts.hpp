@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "batch.hpp"
+#include "gradient_places.hpp"
 #include "gradients_ready.hpp"
 #include "snapshot.hpp"
 #include "variables.hpp"
@@ -96,6 +97,28 @@ float forward_backward_reporting(M& m, Batch const& batch, Context const& ctx,
                                  GradientsReady ready) {
   if constexpr (reports_gradients<M, Context>) {
     return static_cast<float>(m.forward_backward(batch, ctx, ready));
+  } else {
+    return forward_backward_in(m, batch, ctx);
+  }
+}
+
+/// Optional `float forward_backward(convoy::Batch const&, Context const&,
+/// convoy::GradientPlaces&)`: a model that may leave a gradient where its framework computed it,
+/// saying so in the GradientPlaces (libtorch::Model leaves autograd's tensors), for an engine that
+/// reads every gradient once (the lock-step sum); it writes the others into variables().grads().
+template <class M, class Context>
+concept leaves_gradients = requires(M& m, Batch const& batch, Context const& ctx,
+                                    GradientPlaces& places) {
+  { m.forward_backward(batch, ctx, places) } -> std::convertible_to<float>;
+};
+
+/// forward_backward_in, letting the model leave gradients outside the arena when it can; `places`
+/// was reset to the arena before the call.
+template <class M, class Context>
+float forward_backward_leaving(M& m, Batch const& batch, Context const& ctx,
+                               GradientPlaces& places) {
+  if constexpr (leaves_gradients<M, Context>) {
+    return static_cast<float>(m.forward_backward(batch, ctx, places));
   } else {
     return forward_backward_in(m, batch, ctx);
   }

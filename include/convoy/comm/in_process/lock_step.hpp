@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../../core/concepts.hpp"
+#include "../../core/gradient_places.hpp"
 #include "../../optim/optimizer.hpp"
 #include "../../train/step.hpp"
 #include "replica_threads.hpp"
@@ -65,28 +66,30 @@ inline void sum_block(std::span<float const* const> sources, std::size_t offset,
   }
 }
 
-/// Sums chunk [begin, end) of `grads` block by block, applies the optimizer to the same range of
-/// `weights[0]` with the gradients scaled by 1/replicas, and copies each updated block into the
-/// other `weights` arenas while it is still in L1: reduce-scatter and all-gather in one pass, with
-/// the update fused in, so the summed gradients are never written to memory and no replica has to
-/// read back what another updated.
+/// Sums chunk [begin, end) of the replicas' gradients block by block, applies the optimizer to the
+/// same range of `weights[0]` with the gradients scaled by 1/replicas, and copies each updated
+/// block into the other `weights` arenas while it is still in L1: reduce-scatter and all-gather in
+/// one pass, with the update fused in, so the summed gradients are never written to memory and no
+/// replica has to read back what another updated. `grads[r]` holds replica r's gradients from
+/// arena element `from` on (0: its whole arena).
 template <class Context>
 void reduce_apply_broadcast(Context const& ctx, std::span<float const* const> grads,
                             std::size_t begin, std::size_t end, std::span<float* const> weights,
                             std::size_t arena_size, optim::Optimizer const& opt,
-                            optim::OptimizerState& slots, std::int64_t update) {
+                            optim::OptimizerState& slots, std::int64_t update,
+                            std::size_t from = 0) {
   alignas(64) std::array<float, reduce_block> acc;
   float const scale = 1.0f / static_cast<float>(grads.size());
   std::span<float> const updated(weights[0], arena_size);
   if (grads.size() == 1 && weights.size() == 1) {  // one replica: nothing to sum or broadcast
-    opt.apply(ctx, updated, std::span<float const>(grads[0] + begin, end - begin), slots, begin,
-              1.0f, update);
+    opt.apply(ctx, updated, std::span<float const>(grads[0] + (begin - from), end - begin), slots,
+              begin, 1.0f, update);
     return;
   }
   bool const streaming = arena_size >= streaming_floats;
   for (std::size_t at = begin; at < end; at += reduce_block) {
     std::size_t const count = std::min(reduce_block, end - at);
-    sum_block(grads, at, count, acc.data());
+    sum_block(grads, at - from, count, acc.data());
     opt.apply(ctx, updated, std::span<float const>(acc.data(), count), slots, at, scale, update);
     for (std::size_t d = 1; d < weights.size(); ++d)
       copy_block(weights[d] + at, weights[0] + at, count, streaming);
@@ -95,6 +98,30 @@ void reduce_apply_broadcast(Context const& ctx, std::span<float const* const> gr
   if (streaming)
     _mm_sfence();  // non-temporal stores are weakly ordered: finish them before the barrier
 #endif
+}
+
+/// The same over the gradients wherever each replica's model left them (`places`, by replica), a
+/// variable at a time; `sources` is room for a pointer a replica. Where every gradient is in its
+/// arena, `arenas` (each replica's gradient arena) serve the whole chunk at once.
+template <class Context>
+void reduce_apply_broadcast(Context const& ctx, std::span<GradientPlaces const> places,
+                            std::span<float const* const> arenas, std::span<float const*> sources,
+                            std::size_t begin, std::size_t end, std::span<float* const> weights,
+                            std::size_t arena_size, optim::Optimizer const& opt,
+                            optim::OptimizerState& slots, std::int64_t update) {
+  if (std::ranges::none_of(places, &GradientPlaces::left)) {
+    return reduce_apply_broadcast(ctx, arenas, begin, end, weights, arena_size, opt, slots, update);
+  }
+  auto const list = places[0].list();
+  for (std::size_t v = 0; v < list.size() && list[v].offset < end; ++v) {
+    std::size_t const first = std::max(begin, list[v].offset);
+    std::size_t const last = std::min(end, list[v].offset + list[v].size);
+    if (first >= last) continue;
+    for (std::size_t r = 0; r < places.size(); ++r)
+      sources[r] = places[r].of(v) + (first - list[v].offset);
+    reduce_apply_broadcast(ctx, std::span<float const* const>(sources), first, last, weights,
+                           arena_size, opt, slots, update, first);
+  }
 }
 
 /// Replicas on devices (place::CentralStorageGpus) compute there, and the sum over them runs on
@@ -159,12 +186,13 @@ struct LockStepPass {
 };
 template <class Hold, class Context>
 LockStepPass compute_pass(Hold const& hold, Context const& ctx, std::size_t r, std::int64_t local,
-                          bool sums_on_host) {
+                          bool sums_on_host, GradientPlaces& places) {
   LockStepPass pass;
   try {
     Batch const batch = hold.plan->batch(r, local);
     auto const start = std::chrono::steady_clock::now();
-    pass.loss = forward_backward_in(*hold.model, batch, ctx);
+    places.reset();
+    pass.loss = forward_backward_leaving(*hold.model, batch, ctx, places);
     if (sums_on_host) settle_on_host(ctx);  // the sum reads the gradients on the host
     pass.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } catch (...) {
@@ -190,6 +218,7 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
 
   auto const arenas = lock_step_arenas(g);
   auto const& grads = arenas.grads;
+  auto const places = g.gradient_places();
   auto const& destinations = arenas.destinations;
   std::vector<float> losses(replicas);
   std::vector<double> seconds(replicas);
@@ -232,13 +261,16 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
     // A copy on this thread's stack: the loop reads it between begin() and end() below.
     bool const sums_on_host = replicas > 1;
     auto const sum_ctx = sums_on_host ? host_side(ctx) : ctx;  // made once, not at every step
+    GradientPlaces own = places[r];  // the pass writes this copy, on this thread's stack
+    std::vector<float const*> sources(replicas);
     for (;;) {
       // Between begin() and end() only this thread's own stack is read: begin() releases what came
       // before to the watching thread, which acquires it if it abandons this replica.
       auto const local = counters.local_steps[r];
       hold.watch->begin(r);
-      auto pass = compute_pass(hold, ctx, r, local, sums_on_host);
+      auto pass = compute_pass(hold, ctx, r, local, sums_on_host, own);
       if (!hold.watch->end(r)) return;  // abandoned: the run and its state are gone
+      places[r] = own;
       losses[r] = pass.loss;
       seconds[r] = pass.seconds;
       std::exception_ptr thrown = std::move(pass.thrown);
@@ -249,8 +281,8 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
       if (!barrier.arrive_and_wait(after_gradients) || stop) return;
       // Library code, not timed: it always finishes, and an abandoned thread must not be in it.
       try {
-        reduce_apply_broadcast(sum_ctx, grads, begin, end, destinations[r], n, g.optimizer(),
-                               g.slots(), g.slots().updates + 1);
+        reduce_apply_broadcast(sum_ctx, places, grads, sources, begin, end, destinations[r], n,
+                               g.optimizer(), g.slots(), g.slots().updates + 1);
       } catch (...) {
         thrown = std::current_exception();
       }
@@ -262,7 +294,10 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
     }
   };
   auto const stuck = run_replica_threads(replicas, watch, replica_loop, [&] { barrier.abort(); });
-  if (stuck.empty()) error.rethrow();
+  if (!stuck.empty()) return stuck;
+  // Between runs the arenas hold the last gradients, as the Model contract says.
+  for (auto& p : places) p.settle();
+  error.rethrow();
   return stuck;
 }
 
