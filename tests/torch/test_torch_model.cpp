@@ -121,6 +121,35 @@ TEST_CASE("the module's parameters and gradients are views of the arenas") {
   CHECK(copy.net()->parameters()[0].data_ptr<float>() == copy.variables().weights().data());
 }
 
+TEST_CASE("for the lock-step sum, gradients stay in the tensors autograd made, not copied") {
+  auto m = make_model(true);
+  auto& vars = m.variables();
+  m.forward_backward(rows_of(0, 8));
+  std::vector<float> const copied(vars.grads().begin(), vars.grads().end());
+  std::ranges::fill(vars.grads(), -1.0f);
+  GradientPlaces places(vars);
+  m.forward_backward(rows_of(0, 8), exec::Host{}, places);
+  CHECK(places.left());
+  for (std::size_t v = 0; v < vars.size(); ++v) {
+    auto const& var = vars.list()[v];
+    CAPTURE(var.name);
+    float const* const home = vars.grads().data() + var.offset;
+    std::vector<float> const expected(
+        copied.begin() + static_cast<std::ptrdiff_t>(var.offset),
+        copied.begin() + static_cast<std::ptrdiff_t>(var.offset + var.size));
+    // Parameters: autograd's tensor, the arena untouched; BatchNorm's buffers: their change, in
+    // the arena.
+    CHECK((places.of(v) != home) == var.trainable);
+    CHECK(std::equal(expected.begin(), expected.end(), places.of(v)));
+    if (var.trainable)
+      CHECK(std::all_of(home, home + var.size, [](float g) { return g == -1.0f; }));
+  }
+  // The module's grads are the arena's views again, and settle() fills the arena.
+  CHECK(m.net()->parameters()[0].grad().data_ptr<float>() == vars.grads().data());
+  places.settle();
+  CHECK(std::ranges::equal(vars.grads(), copied));
+}
+
 TEST_CASE("gradients are announced during the backward pass, last layer first, each once") {
   auto m = make_model(false);
   std::vector<std::size_t> order;

@@ -21,6 +21,7 @@
 #include "../core/batch.hpp"
 #include "../core/concepts.hpp"
 #include "../core/error.hpp"
+#include "../core/gradient_places.hpp"
 #include "../core/gradients_ready.hpp"
 #include "../core/tensor.hpp"
 #include "../core/variables.hpp"
@@ -181,38 +182,18 @@ class Model {
   /// finishes its gradient, so a collective engine exchanges it while the backward pass goes on.
   template <class Context>
   float forward_backward(Batch const& batch, Context const& ctx, GradientsReady ready = {}) {
-    Placed const placed(*this, ctx);
-    Pass pass("forward_backward", input_of(batch));
-    return in_torch(pass, batch, [&] {
-      use_threads();
-      torch_module().train();
-      load_buffers();
-      // Nobody to tell as gradients arrive (one replica on a device): copy them all at once after
-      // the pass, in one multi-tensor kernel rather than one copy per parameter.
-      gradients_->start(ready, !ready && device_.is_cuda());
-      auto const output = forward(pass);
-      pass.stage = Stage::loss;
-      auto const loss = options_->loss(output, batch);
-      // The buffers' change, old minus new (Variables::add_state), is known once the forward
-      // pass ran.
-      {
-        ::torch::NoGradGuard no_grad;
-        detail::copy_each(buffer_views_.changes, buffer_views_.values);
-        detail::subtract_each(buffer_views_.changes, buffer_views_.buffers);
-      }
-      for (auto const& [id, buffer] : buffers_) gradients_->tell(id.index);
-      pass.stage = Stage::backward;
-      {
-        Backward const backward(*this);
-        loss.backward();
-        gradients_->gather(params_);
-      }
-      gradients_->finish();
-      return loss.template item<float>();
-    });
+    return train_on(batch, ctx, ready, nullptr);
   }
   float forward_backward(Batch const& batch, GradientsReady ready = {}) {
     return forward_backward(batch, host_context{}, ready);
+  }
+  /// The same for an engine that reads each gradient where it is (the lock-step sum): on the host,
+  /// a parameter's gradient stays in the tensor autograd made for it and `places` says where,
+  /// instead of being copied into the gradient arena, a write and a read of every gradient a step
+  /// less (docs/torch.md measures it); the tensors live until the next forward_backward.
+  template <class Context>
+  float forward_backward(Batch const& batch, Context const& ctx, GradientPlaces& places) {
+    return train_on(batch, ctx, {}, &places);
   }
 
   /// Loss sum and correct predictions over the batch, in eval() mode (BatchNorm normalizes with
@@ -277,45 +258,105 @@ class Model {
 
   struct host_context {};
 
-  // Takes each parameter's gradient from its hook into the gradient arena and tells the engine
-  // at once, so a collective engine exchanges it while the backward pass goes on. A hook on a
-  // leaf sees the gradient autograd has summed for it, once, before AccumulateGrad; with the
-  // parameter's grad left undefined for the pass, AccumulateGrad then keeps that tensor without a
-  // copy. The arena is written once, by the copy, where zeroing it and letting autograd add into
-  // it wrote it twice and read it once more: LibTorch 2.x's zero_grad() sets gradients to none, so
-  // a plain loop pays neither (docs/torch.md measures it).
+  // forward_backward, the gradients told to `ready` as they arrive, or left where autograd put
+  // them when `places` is given and the module computes on the host.
+  template <class Context>
+  float train_on(Batch const& batch, Context const& ctx, GradientsReady ready,
+                 GradientPlaces* places) {
+    Placed const placed(*this, ctx);
+    Pass pass("forward_backward", input_of(batch));
+    return in_torch(pass, batch, [&] {
+      use_threads();
+      torch_module().train();
+      load_buffers();
+      gradients_->start(ready, arrival_for(ready, places), places);
+      auto const output = forward(pass);
+      pass.stage = Stage::loss;
+      auto const loss = options_->loss(output, batch);
+      // The buffers' change, old minus new (Variables::add_state), is known once the forward
+      // pass ran.
+      {
+        ::torch::NoGradGuard no_grad;
+        detail::copy_each(buffer_views_.changes, buffer_views_.values);
+        detail::subtract_each(buffer_views_.changes, buffer_views_.buffers);
+      }
+      for (auto const& [id, buffer] : buffers_) gradients_->tell(id.index);
+      pass.stage = Stage::backward;
+      {
+        Backward const backward(*this);
+        loss.backward();
+        gradients_->gather(params_);
+      }
+      gradients_->finish();
+      return loss.template item<float>();
+    });
+  }
+  // How the gradients reach the engine. As they come: each parameter's hook copies the gradient
+  // into the gradient arena and tells the engine at once, so a collective engine exchanges it
+  // while the backward pass goes on. A hook on a leaf sees the gradient autograd has summed for
+  // it, once, before AccumulateGrad; with the parameter's grad left undefined for the pass,
+  // AccumulateGrad then keeps that tensor without a copy. The arena is written once, by the copy,
+  // where zeroing it and letting autograd add into it wrote it twice and read it once more:
+  // LibTorch 2.x's zero_grad() sets gradients to none, so a plain loop pays neither. After the
+  // pass: one multi-tensor copy of them all (a device, nobody to tell). Left in place: no copy at
+  // all; the engine reads the tensors autograd kept (docs/torch.md measures each).
+  enum class Arrival { as_they_come, after_the_pass, left_in_place };
+  Arrival arrival_for(GradientsReady const& ready, GradientPlaces const* places) const {
+    if (places != nullptr && device_.is_cpu()) return Arrival::left_in_place;
+    // Nobody to tell as gradients arrive (one replica on a device): copy them all at once after
+    // the pass, in one multi-tensor kernel rather than one copy per parameter.
+    if (!ready && device_.is_cuda()) return Arrival::after_the_pass;
+    return Arrival::as_they_come;
+  }
   struct GradientSink {
     GradientsReady ready;
     std::vector<::torch::Tensor> arena;  // by variable id: a parameter's gradient in the arena
     std::vector<char> told;
     bool active = false;
-    bool batched = false;  // gather() copies every gradient after the pass, not the hooks
+    Arrival arrival = Arrival::as_they_come;
+    GradientPlaces* places = nullptr;   // where left_in_place says where the gradients are
+    std::vector<::torch::Tensor> kept;  // the tensors left in place, alive until the next pass
 
-    void start(GradientsReady r, bool after_the_pass) {
+    void start(GradientsReady r, Arrival how, GradientPlaces* where) {
       ready = r;
-      batched = after_the_pass;
+      arrival = how;
+      places = where;
+      kept.clear();
       told.assign(arena.size(), 0);
     }
     // Called by a parameter's hook; outside forward_backward (a backward pass the user runs), the
     // gradient accumulates into the arena view as autograd's own does.
     void arrived(std::size_t id, ::torch::Tensor const& grad) {
-      if (!active || batched || told[id]) return;
+      if (!active || arrival != Arrival::as_they_come || told[id]) return;
       arena[id].copy_(grad);
       tell(id);
     }
-    // When batched: the gradients autograd left in the parameters' grads (undefined for the pass,
-    // so it kept its own tensors), into the arena at once.
+    // After the pass: the gradients autograd left in the parameters' grads (undefined for the
+    // pass, so it kept its own tensors), into the arena at once, or left where they are.
     void gather(std::vector<std::pair<VariableId, ::torch::Tensor>> const& params) {
-      if (!batched) return;
+      if (arrival == Arrival::as_they_come) return;
       std::vector<::torch::Tensor> to, from;
       for (auto const& [id, param] : params) {
-        if (!param.grad().defined()) continue;  // not reached: finish() zeroes it
-        to.push_back(arena[id.index]);
-        from.push_back(param.grad());
+        auto const& grad = param.grad();
+        if (!grad.defined()) continue;  // not reached: finish() zeroes it
         told[id.index] = 1;
+        if (arrival == Arrival::left_in_place && leavable(grad, arena[id.index])) {
+          kept.push_back(grad);
+          places->leave(id, grad.template data_ptr<float>());
+          continue;
+        }
+        to.push_back(arena[id.index]);
+        from.push_back(grad);
       }
       ::torch::NoGradGuard no_grad;
       detail::copy_each(to, from);
+    }
+    // Whether the engine can read `grad` as it reads `home`, its place in the arena: host floats,
+    // dense, of the same length, in the same order.
+    static bool leavable(::torch::Tensor const& grad, ::torch::Tensor const& home) {
+      return grad.device().is_cpu() && grad.scalar_type() == ::torch::kFloat &&
+             grad.layout() == ::torch::kStrided && grad.is_contiguous() &&
+             grad.sizes() == home.sizes();
     }
     void tell(std::size_t id) {
       if (told[id]) return;
