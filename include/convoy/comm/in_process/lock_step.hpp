@@ -201,6 +201,24 @@ LockStepPass compute_pass(Hold const& hold, Context const& ctx, std::size_t r, s
   return pass;
 }
 
+/// Thread r's share of a step's update: the sum, the optimizer and the broadcast of its chunk
+/// (reduce_apply_broadcast); what it threw, if anything. Library code, not timed: it always
+/// finishes, and an abandoned thread must not be in it. `sources` is room for a pointer a replica.
+template <class Group, class Context>
+std::exception_ptr update_chunk(Group& g, Context const& sum_ctx, LockStepArenas const& arenas,
+                                std::span<float const*> sources, std::size_t r) noexcept {
+  std::size_t const n = g.layout().element_count();
+  auto const [begin, end] = chunk_bounds(n, g.size(), r);
+  try {
+    reduce_apply_broadcast(sum_ctx, std::span<GradientPlaces const>(g.gradient_places()),
+                           arenas.grads, sources, begin, end, arenas.destinations[r], n,
+                           g.optimizer(), g.slots(), g.slots().updates + 1);
+    return {};
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
 /// Runs `plan` in lock step: one thread per replica, two barriers a step. Blocks until the run
 /// ends. Returns the replicas abandoned for outlasting `timeout` (their threads still run); else
 /// rethrows the first exception any replica, the optimizer or after_step raised, once every thread
@@ -212,14 +230,11 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
   Group& g = *group_ptr;
   RunPlan const& plan = *plan_ptr;
   std::size_t const replicas = g.size();
-  std::size_t const n = g.layout().element_count();
   auto& counters = g.counters();
   if (plan.reached(counters.global_step, counters.batches())) return {};
 
   auto const arenas = lock_step_arenas(g);
-  auto const& grads = arenas.grads;
   auto const places = g.gradient_places();
-  auto const& destinations = arenas.destinations;
   std::vector<float> losses(replicas);
   std::vector<double> seconds(replicas);
   // On the heap: ThreadSanitizer forgets a mutex only when its memory is freed (see
@@ -257,7 +272,6 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
     ThreadHold const hold(group_ptr, plan_ptr, watch, r);
     auto const ctx = g.context(r);
     auto const scope = ctx.enter();
-    auto [begin, end] = chunk_bounds(n, replicas, r);
     // A copy on this thread's stack: the loop reads it between begin() and end() below.
     bool const sums_on_host = replicas > 1;
     auto const sum_ctx = sums_on_host ? host_side(ctx) : ctx;  // made once, not at every step
@@ -279,15 +293,8 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
         failed = true;
       }
       if (!barrier.arrive_and_wait(after_gradients) || stop) return;
-      // Library code, not timed: it always finishes, and an abandoned thread must not be in it.
-      try {
-        reduce_apply_broadcast(sum_ctx, places, grads, sources, begin, end, destinations[r], n,
-                               g.optimizer(), g.slots(), g.slots().updates + 1);
-      } catch (...) {
-        thrown = std::current_exception();
-      }
-      if (thrown) {
-        error.capture(thrown);
+      if (auto const update_error = update_chunk(g, sum_ctx, arenas, sources, r)) {
+        error.capture(update_error);
         failed = true;
       }
       if (!barrier.arrive_and_wait(after_update) || stop) return;
