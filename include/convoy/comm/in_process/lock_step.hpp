@@ -301,7 +301,11 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
     }
   };
   auto const stuck = run_replica_threads(replicas, watch, replica_loop, [&] { barrier.abort(); });
-  if (!stuck.empty()) return stuck;
+  if (!stuck.empty()) {
+    // An abandoned replica's next pass frees what its places point to: back to the arenas.
+    for (auto& p : places) p.reset();
+    return stuck;
+  }
   // Between runs the arenas hold the last gradients, as the Model contract says.
   for (auto& p : places) p.settle();
   error.rethrow();
