@@ -150,6 +150,32 @@ TEST_CASE("for the lock-step sum, gradients stay in the tensors autograd made, n
   CHECK(std::ranges::equal(vars.grads(), copied));
 }
 
+TEST_CASE(
+    "get_gradients in and after a lock-step run: the mean of the replicas' LibTorch gradients") {
+  // One model on the whole batch of 32 rows gives the mean the two replicas' 16 rows each make.
+  auto whole = make_model(false);
+  whole.forward_backward(rows_of(0, 32));
+  auto const expected = whole.variables().named(whole.variables().grads());
+  Strategy<Net, place::Mirrored, comm::InProcess, sync::Synchronous> two{make_model(false),
+                                                                         {.replicas = 2}};
+  auto plan = run_of(1, 32, 2);
+  std::map<std::string, Tensor> during;
+  plan.after_step = [&](StepReport const&) {
+    during = two.get_gradients();
+    return true;
+  };
+  two.run(plan);
+  for (auto const& seen : {during, two.get_gradients()}) {
+    REQUIRE(seen.size() == expected.size());
+    for (auto const& [name, tensor] : expected) {
+      CAPTURE(name);
+      auto const& got = seen.at(name).data;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        CHECK(got[i] == doctest::Approx(tensor.data[i]).epsilon(1e-4));
+    }
+  }
+}
+
 TEST_CASE("gradients are announced during the backward pass, last layer first, each once") {
   auto m = make_model(false);
   std::vector<std::size_t> order;

@@ -104,8 +104,9 @@ float forward_backward_reporting(M& m, Batch const& batch, Context const& ctx,
 
 /// Optional `float forward_backward(convoy::Batch const&, Context const&,
 /// convoy::GradientPlaces&)`: a model that may leave a gradient where its framework computed it,
-/// saying so in the GradientPlaces (libtorch::Model leaves autograd's tensors), for an engine that
-/// reads every gradient once (the lock-step sum); it writes the others into variables().grads().
+/// saying so in the GradientPlaces (libtorch::Model leaves autograd's tensors), in memory the host
+/// reads, for an engine that reads every gradient once (the lock-step sum); it writes the others
+/// into variables().grads().
 template <class M, class Context>
 concept leaves_gradients = requires(M& m, Batch const& batch, Context const& ctx,
                                     GradientPlaces& places) {

@@ -25,7 +25,8 @@ class GradientPlaces {
   explicit GradientPlaces(Variables& vars) : vars_(&vars) { reset(); }
 
   /// Called by the model: variable `id`'s gradient is the Variable's size() floats at `data`, not
-  /// in the arena. `data` stays valid and unchanged until the model's next forward_backward.
+  /// in the arena: memory the host reads (the engine sums it there), valid and unchanged until
+  /// the model's next forward_backward.
   void leave(VariableId id, float const* data) {
     at_[id.index] = data;
     left_ = true;

@@ -374,7 +374,8 @@ class Model {
 
   // The backward pass's scope: the parameters' grads are undefined within it, so that the hooks
   // take every gradient, and views of the arena again after it, as a user who runs backward()
-  // outside forward_backward, or reads a parameter's grad(), expects.
+  // outside forward_backward, or reads a parameter's grad() between runs, expects (during a
+  // lock-step run the arena gets the gradients left in place only when the run ends).
   class Backward {
    public:
     explicit Backward(Model& model) : model_(model) {

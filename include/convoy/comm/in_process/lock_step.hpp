@@ -219,6 +219,19 @@ std::exception_ptr update_chunk(Group& g, Context const& sum_ctx, LockStepArenas
   }
 }
 
+/// At a run's end: the arenas hold the last gradients, as the Model contract says. An abandoned
+/// replica's next pass frees what its places point to: they point at its arena again.
+inline void settle_places(std::span<GradientPlaces> places,
+                          std::span<std::size_t const> abandoned) {
+  for (std::size_t r = 0; r < places.size(); ++r) {
+    if (std::ranges::find(abandoned, r) != abandoned.end()) {
+      places[r].reset();
+    } else {
+      places[r].settle();
+    }
+  }
+}
+
 /// Runs `plan` in lock step: one thread per replica, two barriers a step. Blocks until the run
 /// ends. Returns the replicas abandoned for outlasting `timeout` (their threads still run); else
 /// rethrows the first exception any replica, the optimizer or after_step raised, once every thread
@@ -301,13 +314,8 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
     }
   };
   auto const stuck = run_replica_threads(replicas, watch, replica_loop, [&] { barrier.abort(); });
-  if (!stuck.empty()) {
-    // An abandoned replica's next pass frees what its places point to: back to the arenas.
-    for (auto& p : places) p.reset();
-    return stuck;
-  }
-  // Between runs the arenas hold the last gradients, as the Model contract says.
-  for (auto& p : places) p.settle();
+  settle_places(places, stuck);
+  if (!stuck.empty()) return stuck;
   error.rethrow();
   return stuck;
 }
