@@ -269,7 +269,7 @@ class Model {
       use_threads();
       torch_module().train();
       load_buffers();
-      gradients_->start(ready, arrival_for(ready, places), places);
+      gradients_->start(ready, arrival_for(ready, places));
       auto const output = forward(pass);
       pass.stage = Stage::loss;
       auto const loss = options_->loss(output, batch);
@@ -285,7 +285,7 @@ class Model {
       {
         Backward const backward(*this);
         loss.backward();
-        gradients_->gather(params_);
+        gradients_->gather(params_, places);
       }
       gradients_->finish();
       return loss.template item<float>();
@@ -314,13 +314,11 @@ class Model {
     std::vector<char> told;
     bool active = false;
     Arrival arrival = Arrival::as_they_come;
-    GradientPlaces* places = nullptr;   // where left_in_place says where the gradients are
     std::vector<::torch::Tensor> kept;  // the tensors left in place, alive until the next pass
 
-    void start(GradientsReady r, Arrival how, GradientPlaces* where) {
+    void start(GradientsReady r, Arrival how) {
       ready = r;
       arrival = how;
-      places = where;
       kept.clear();
       told.assign(arena.size(), 0);
     }
@@ -332,8 +330,10 @@ class Model {
       tell(id);
     }
     // After the pass: the gradients autograd left in the parameters' grads (undefined for the
-    // pass, so it kept its own tensors), into the arena at once, or left where they are.
-    void gather(std::vector<std::pair<VariableId, ::torch::Tensor>> const& params) {
+    // pass, so it kept its own tensors), into the arena at once, or left where they are, which
+    // `places` (given when left_in_place) then names.
+    void gather(std::vector<std::pair<VariableId, ::torch::Tensor>> const& params,
+                GradientPlaces* places) {
       if (arrival == Arrival::as_they_come) return;
       std::vector<::torch::Tensor> to, from;
       for (auto const& [id, param] : params) {

@@ -102,15 +102,17 @@ void reduce_apply_broadcast(Context const& ctx, std::span<float const* const> gr
 
 /// The same over the gradients wherever each replica's model left them (`places`, by replica), a
 /// variable at a time; `sources` is room for a pointer a replica. Where every gradient is in its
-/// arena, `arenas` (each replica's gradient arena) serve the whole chunk at once.
+/// arena, the arenas (the first variable's place) serve the whole chunk at once.
 template <class Context>
 void reduce_apply_broadcast(Context const& ctx, std::span<GradientPlaces const> places,
-                            std::span<float const* const> arenas, std::span<float const*> sources,
-                            std::size_t begin, std::size_t end, std::span<float* const> weights,
-                            std::size_t arena_size, optim::Optimizer const& opt,
-                            optim::OptimizerState& slots, std::int64_t update) {
+                            std::span<float const*> sources, std::size_t begin, std::size_t end,
+                            std::span<float* const> weights, std::size_t arena_size,
+                            optim::Optimizer const& opt, optim::OptimizerState& slots,
+                            std::int64_t update) {
   if (std::ranges::none_of(places, &GradientPlaces::left)) {
-    return reduce_apply_broadcast(ctx, arenas, begin, end, weights, arena_size, opt, slots, update);
+    for (std::size_t r = 0; r < places.size(); ++r) sources[r] = places[r].of(0);
+    return reduce_apply_broadcast(ctx, std::span<float const* const>(sources), begin, end, weights,
+                                  arena_size, opt, slots, update);
   }
   auto const list = places[0].list();
   for (std::size_t v = 0; v < list.size() && list[v].offset < end; ++v) {
@@ -153,27 +155,19 @@ inline std::vector<float*> mirrored_destinations(std::span<float* const> weights
   return out;
 }
 
-/// Where a lock-step sum reads and writes: each replica's gradients, and where each thread's chunk
-/// of the update goes (the central copy, or every replica's weights).
-struct LockStepArenas {
-  std::vector<float const*> grads;
-  std::vector<std::vector<float*>> destinations;
-};
+/// Where each thread's chunk of a lock-step update goes: the central copy, or every replica's
+/// weights. (What it reads, each replica's gradients, is in the group's GradientPlaces.)
 template <class Group>
-LockStepArenas lock_step_arenas(Group& g) {
+std::vector<std::vector<float*>> lock_step_destinations(Group& g) {
   std::size_t const replicas = g.size();
-  LockStepArenas arenas{std::vector<float const*>(replicas),
-                        std::vector<std::vector<float*>>(replicas)};
+  std::vector<std::vector<float*>> destinations(replicas);
   std::vector<float*> weights(replicas);
+  for (std::size_t r = 0; r < replicas; ++r) weights[r] = g.variables(r).weights().data();
   for (std::size_t r = 0; r < replicas; ++r) {
-    arenas.grads[r] = g.variables(r).grads().data();
-    weights[r] = g.variables(r).weights().data();
+    destinations[r] = g.has_central() ? std::vector<float*>{g.central().data()}
+                                      : mirrored_destinations(weights, r);
   }
-  for (std::size_t r = 0; r < replicas; ++r) {
-    arenas.destinations[r] = g.has_central() ? std::vector<float*>{g.central().data()}
-                                             : mirrored_destinations(weights, r);
-  }
-  return arenas;
+  return destinations;
 }
 
 /// One replica's forward and backward pass, timed, its error kept: the user's code, which reads
@@ -205,14 +199,15 @@ LockStepPass compute_pass(Hold const& hold, Context const& ctx, std::size_t r, s
 /// (reduce_apply_broadcast); what it threw, if anything. Library code, not timed: it always
 /// finishes, and an abandoned thread must not be in it. `sources` is room for a pointer a replica.
 template <class Group, class Context>
-std::exception_ptr update_chunk(Group& g, Context const& sum_ctx, LockStepArenas const& arenas,
+std::exception_ptr update_chunk(Group& g, Context const& sum_ctx,
+                                std::vector<std::vector<float*>> const& destinations,
                                 std::span<float const*> sources, std::size_t r) noexcept {
   std::size_t const n = g.layout().element_count();
   auto const [begin, end] = chunk_bounds(n, g.size(), r);
   try {
-    reduce_apply_broadcast(sum_ctx, std::span<GradientPlaces const>(g.gradient_places()),
-                           arenas.grads, sources, begin, end, arenas.destinations[r], n,
-                           g.optimizer(), g.slots(), g.slots().updates + 1);
+    reduce_apply_broadcast(sum_ctx, std::span<GradientPlaces const>(g.gradient_places()), sources,
+                           begin, end, destinations[r], n, g.optimizer(), g.slots(),
+                           g.slots().updates + 1);
     return {};
   } catch (...) {
     return std::current_exception();
@@ -246,7 +241,7 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
   auto& counters = g.counters();
   if (plan.reached(counters.global_step, counters.batches())) return {};
 
-  auto const arenas = lock_step_arenas(g);
+  auto const destinations = lock_step_destinations(g);
   auto const places = g.gradient_places();
   std::vector<float> losses(replicas);
   std::vector<double> seconds(replicas);
@@ -306,7 +301,7 @@ std::vector<std::size_t> run_lock_step(std::shared_ptr<Group> const& group_ptr,
         failed = true;
       }
       if (!barrier.arrive_and_wait(after_gradients) || stop) return;
-      if (auto const update_error = update_chunk(g, sum_ctx, arenas, sources, r)) {
+      if (auto const update_error = update_chunk(g, sum_ctx, destinations, sources, r)) {
         error.capture(update_error);
         failed = true;
       }
