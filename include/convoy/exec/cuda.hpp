@@ -239,6 +239,20 @@ class Cuda {
     cuda::check(cudaStreamSynchronize(state_->stream), "cudaStreamSynchronize", state_->device);
   }
 
+  /// Copies `count` floats from `from` to `to` on the stream, either way between the device and
+  /// host memory (page-locked host memory for a copy that runs on while the host goes on). Only on
+  /// a device.
+  void copy_async(float* to, float const* from, std::size_t count) const {
+    copy_in(to, from, count * sizeof(float), "a staged exchange's copy");
+  }
+
+  /// Calls `fn(arg)` on a thread of the CUDA driver once the work queued on the stream before it
+  /// has finished (cudaLaunchHostFunc), without the calling thread waiting: host work in the
+  /// stream's order. `fn` must not call CUDA, nor throw. Only on a device.
+  void then_on_host(void (*fn)(void*), void* arg) const {
+    cuda::check(cudaLaunchHostFunc(state_->stream, fn, arg), "cudaLaunchHostFunc", state_->device);
+  }
+
   /// Moves `vars`' weights and gradients to this device: one managed allocation for each arena,
   /// holding the current values, kept alive by `vars` (Variables::bind_arenas). The by-name and
   /// flat views read them on the host after synchronize(). Throws DeviceError naming the arena.

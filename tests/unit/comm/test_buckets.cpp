@@ -9,14 +9,20 @@
 #include <convoy/comm/buckets/bucket_plan.hpp>
 #include <convoy/comm/buckets/bucket_reducer.hpp>
 #include <convoy/comm/buckets/collective_replica.hpp>
+#include <convoy/comm/buckets/host_staged_exchange.hpp>
 #include <convoy/comm/in_process/bucket_exchange.hpp>
 #include <convoy/nn/mlp.hpp>
 #include <convoy/strategy.hpp>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <memory_resource>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <synthetic.hpp>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace convoy;
@@ -346,6 +352,92 @@ TEST_CASE("a replica that never hands in its bucket ends the wait with its name"
   // The others are told at once, not after their own timeout, and of a timeout.
   auto other = exchange.port(1);
   other.start(0, vars.grads());
-  CHECK_THROWS_WITH_AS(other.wait(), doctest::Contains("replica 0 waited 200 ms"),
-                       TimeoutError);
+  CHECK_THROWS_WITH_AS(other.wait(), doctest::Contains("replica 0 waited 200 ms"), TimeoutError);
+}
+
+namespace {
+
+// A context whose "stream" is a queue run in order at synchronize(): what HostStagedExchange needs
+// of a device (exec::Cuda), with the asynchrony a device has, on the host.
+struct QueuedStream {
+  bool device = true;
+  std::shared_ptr<std::vector<std::function<void()>>> queue =
+      std::make_shared<std::vector<std::function<void()>>>();
+  bool on_device() const { return device; }
+  void copy_async(float* to, float const* from, std::size_t n) const {
+    queue->push_back([=] { std::memcpy(to, from, n * sizeof(float)); });
+  }
+  void then_on_host(void (*fn)(void*), void* arg) const {
+    queue->push_back([=] { fn(arg); });
+  }
+  std::pmr::memory_resource* batch_memory() const { return std::pmr::new_delete_resource(); }
+  void synchronize() const {
+    auto const work = std::exchange(*queue, {});
+    for (auto const& w : work) w();
+  }
+};
+static_assert(comm::stages_through_host<QueuedStream>);
+
+// An exchange whose peer holds the same values: each span handed in is doubled by wait().
+struct DoublingPort {
+  std::vector<std::pair<std::size_t, std::span<float>>> started;
+  bool fail = false;
+  void start(std::size_t bucket, std::span<float> values) {
+    if (fail) throw Error("the exchange is gone");
+    started.emplace_back(bucket, values);
+  }
+  void wait() {
+    for (auto& [bucket, values] : started)
+      for (float& v : values) v *= 2.0f;
+    started.clear();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a device replica's buckets go through host memory in stream order and come back") {
+  DoublingPort port;
+  QueuedStream stream;
+  comm::HostStagedExchange<DoublingPort, QueuedStream> staged(port, stream);
+  std::vector<float> device(8);
+  std::iota(device.begin(), device.end(), 1.0f);
+  std::vector<float const*> hosts;
+  for (int round = 0; round < 2; ++round) {
+    CAPTURE(round);
+    auto const before = device;
+    staged.start(0, std::span(device).subspan(4, 4));
+    staged.start(1, std::span(device).first(4));
+    CHECK(port.started.empty());  // handed in only once the stream has copied them out
+    staged.wait();
+    for (std::size_t i = 0; i < device.size(); ++i) CHECK(device[i] == 2.0f * before[i]);
+    CHECK(stream.queue->empty());
+  }
+  // The port saw host copies, never the device's memory, and the same stages in every round.
+  staged.start(0, std::span(device).subspan(4, 4));
+  stream.synchronize();
+  REQUIRE(port.started.size() == 1);
+  CHECK(port.started[0].first == 0);
+  CHECK(port.started[0].second.data() != device.data() + 4);
+  hosts.push_back(port.started[0].second.data());
+  staged.wait();
+  staged.start(0, std::span(device).subspan(4, 4));
+  stream.synchronize();
+  REQUIRE(port.started.size() == 1);
+  CHECK(port.started[0].second.data() == hosts[0]);
+  staged.wait();
+
+  SUBCASE("a hand-in that fails ends the wait with its error") {
+    port.fail = true;
+    staged.start(0, std::span(device).first(4));
+    CHECK_THROWS_WITH_AS(staged.wait(), doctest::Contains("the exchange is gone"), Error);
+  }
+  SUBCASE("on the host the port gets the spans themselves") {
+    QueuedStream host{.device = false};
+    comm::HostStagedExchange<DoublingPort, QueuedStream> direct(port, host);
+    direct.start(3, std::span(device).first(2));
+    REQUIRE(port.started.size() == 1);
+    CHECK(port.started[0].second.data() == device.data());
+    direct.wait();
+    CHECK(host.queue->empty());
+  }
 }

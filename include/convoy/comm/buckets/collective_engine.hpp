@@ -38,6 +38,7 @@
 #include "../replica_group.hpp"
 #include "bucket_plan.hpp"
 #include "collective_replica.hpp"
+#include "host_staged_exchange.hpp"
 
 namespace convoy::comm {
 
@@ -130,12 +131,41 @@ class CollectiveState {
   group_type group_;
 };
 
+namespace detail {
+// The fabric's port itself, by reference.
+template <bucket_exchange Port>
+class PortOf {
+ public:
+  PortOf(Port& port, auto const&) : port_(&port) {}
+  void start(std::size_t bucket, std::span<float> values) { port_->start(bucket, values); }
+  void wait() { port_->wait(); }
+
+ private:
+  Port* port_;
+};
+template <bool Staged, class Port, class Context>
+struct staged_or_not {
+  using type = PortOf<Port>;
+};
+template <class Port, class Context>
+struct staged_or_not<true, Port, Context> {
+  using type = HostStagedExchange<Port, Context>;
+};
+// A replica's exchange: the fabric's port, or that port fed through page-locked host memory when
+// the fabric reads host memory and the replica may compute on a device (HostStagedExchange).
+template <class Fabric, class Context>
+struct exchange_of {
+  using port = std::remove_reference_t<decltype(std::declval<Fabric&>().exchange(0))>;
+  static constexpr bool staged = reads_host_memory<Fabric> && stages_through_host<Context>;
+  using type = typename staged_or_not<staged, port, Context>::type;
+};
+}  // namespace detail
+
 template <class Model, class Placement, class Sync, collective_fabric Fabric>
 class CollectiveEngine {
-  using replica_type =
-      CollectiveReplica<Model, typename Placement::context_type,
-                        std::remove_reference_t<decltype(std::declval<Fabric&>().exchange(0))>,
-                        Sync>;
+  using context_type = typename Placement::context_type;
+  using exchange_of = detail::exchange_of<Fabric, context_type>;
+  using replica_type = CollectiveReplica<Model, context_type, typename exchange_of::type, Sync>;
 
  public:
   using state_type = CollectiveState<Model, Placement>;
@@ -309,7 +339,7 @@ class CollectiveEngine {
       auto const ctx = group.context(r);
       auto const scope = ctx.enter();
       try {
-        auto& exchange = fabric_->exchange(r);
+        typename exchange_of::type exchange(fabric_->exchange(r), ctx);
         auto const start = take_replica_zero(r, exchange, slots_of(r));
         replica_type replica(group.replica(r), ctx, plan_, exchange, group.counted_replicas(),
                              group.optimizer(), slots_of(r));

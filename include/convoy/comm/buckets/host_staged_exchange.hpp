@@ -1,0 +1,137 @@
+// HostStagedExchange: a replica on a device in front of a fabric whose exchange reads host memory
+// (comm::Gloo's, which sums the buckets on the host and sends them over TCP). Each bucket the
+// backward pass hands in is copied to page-locked host memory on the replica's stream, and handed
+// to the fabric by a host function queued behind that copy, so the device goes on computing while
+// the host reduces the buckets already there, as NCCL's buckets overlap on a stream of their own;
+// wait() waits for the stream, then for the fabric, and copies the sums back on the stream before
+// the optimizer reads them. Generic over the context: anything with the four calls below
+// (exec::Cuda), so this header needs no CUDA.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <memory_resource>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "bucket_reducer.hpp"
+
+namespace convoy::comm {
+
+/// An execution context that may compute on a device and can stage its memory through the host:
+/// on_device(), copy_async(to, from, count) of floats on its stream, then_on_host(fn, arg) in its
+/// stream's order, batch_memory() (page-locked host memory on a device) and synchronize().
+template <class C>
+concept stages_through_host = requires(C const& c, float* to, float const* from, std::size_t n,
+                                       void (*fn)(void*), void* arg) {
+  { c.on_device() } -> std::same_as<bool>;
+  c.copy_async(to, from, n);
+  c.then_on_host(fn, arg);
+  { c.batch_memory() } -> std::convertible_to<std::pmr::memory_resource*>;
+  c.synchronize();
+};
+
+/// Optional on a collective fabric: `static constexpr bool reads_host_memory = true` when its
+/// exchanges read and write the spans they are handed on the host (Gloo's), so that a replica on
+/// a device stages its buckets through host memory (HostStagedExchange).
+template <class F>
+concept reads_host_memory = requires {
+  requires F::reads_host_memory;
+};
+
+/// One replica's exchange: `Port`, the fabric's, fed from device memory through page-locked host
+/// memory when `ctx` is on a device, and `Port` itself otherwise. Driven by the replica's thread
+/// (start() may also be called from the thread that runs the model's backward pass); `port` must
+/// outlive it.
+template <bucket_exchange Port, stages_through_host Context>
+class HostStagedExchange {
+ public:
+  HostStagedExchange(Port& port, Context ctx) : port_(&port), ctx_(std::move(ctx)) {}
+  HostStagedExchange(HostStagedExchange const&) = delete;
+  HostStagedExchange& operator=(HostStagedExchange const&) = delete;
+  // No host function queued by start() may outlive the exchange it points at.
+  ~HostStagedExchange() {
+    try {
+      if (used_ > 0) ctx_.synchronize();
+    } catch (...) {  // a failed device: its error was, or will be, reported by the run
+    }
+  }
+
+  /// Copies `values` (device memory, or memory the device writes) to host memory behind the work
+  /// already queued on the stream, and hands that copy to the fabric once it is there.
+  void start(std::size_t bucket, std::span<float> values) {
+    if (!ctx_.on_device()) {
+      port_->start(bucket, values);
+      return;
+    }
+    if (used_ == stages_.size()) stages_.push_back(std::make_unique<Stage>(ctx_.batch_memory()));
+    Stage& s = *stages_[used_++];
+    s.owner = this;
+    s.bucket = bucket;
+    s.device = values;
+    // A stage grows only here, when the work of the last round that used it has finished (wait()
+    // ends with a synchronize()), so it never moves under a copy.
+    s.host.resize(values.size());
+    ctx_.copy_async(s.host.data(), values.data(), values.size());
+    ctx_.then_on_host(&hand_in, &s);
+  }
+
+  /// Waits until every bucket started has its sum in the memory it came from; throws what the
+  /// fabric throws, or what a hand-in threw.
+  void wait() {
+    if (!ctx_.on_device()) {
+      port_->wait();
+      return;
+    }
+    std::size_t const used = std::exchange(used_, 0);
+    ctx_.synchronize();  // every stage is on the host and handed in
+    for (std::size_t i = 0; i < used; ++i) {
+      if (auto failed = std::exchange(stages_[i]->failed, nullptr)) {
+        // Buckets handed in before it still hold the fabric: let it finish or fail them.
+        try {
+          port_->wait();
+        } catch (...) {
+        }
+        std::rethrow_exception(failed);
+      }
+    }
+    port_->wait();
+    for (std::size_t i = 0; i < used; ++i) {
+      auto const& s = *stages_[i];
+      ctx_.copy_async(s.device.data(), s.host.data(), s.host.size());
+    }
+    // The caller may read the sums on the host (the counters a run starts with), and the next
+    // round reuses the stages.
+    ctx_.synchronize();
+  }
+
+ private:
+  struct Stage {
+    explicit Stage(std::pmr::memory_resource* memory) : host(memory) {}
+    HostStagedExchange* owner = nullptr;
+    std::size_t bucket = 0;
+    std::span<float> device;
+    std::pmr::vector<float> host;  // page-locked
+    std::exception_ptr failed;     // what handing it in threw
+  };
+
+  // On the driver's thread, in the stream's order: the stage's copy has landed.
+  static void hand_in(void* stage) noexcept {
+    auto& s = *static_cast<Stage*>(stage);
+    try {
+      s.owner->port_->start(s.bucket, std::span<float>(s.host));
+    } catch (...) {
+      s.failed = std::current_exception();
+    }
+  }
+
+  Port* port_;
+  Context ctx_;
+  std::vector<std::unique_ptr<Stage>> stages_;  // by order of start() in a round; kept
+  std::size_t used_ = 0;                        // stages started this round
+};
+
+}  // namespace convoy::comm
