@@ -160,12 +160,13 @@ class Strategy {
                 "training across processes.");
   static constexpr bool host_collective_misplaced =
       detail::host_collective<Comm> && !collective_asynchronous &&
-      !(std::same_as<Placement, place::Host> || std::same_as<Placement, place::Mirrored>);
+      !(std::same_as<Placement, place::Host> || std::same_as<Placement, place::Mirrored> ||
+        std::same_as<Placement, place::Gpu>);
   static_assert(own_words || !host_collective_misplaced,
                 "convoy: a collective Comm on the host (host_collective = true) keeps the replicas "
                 "equal, with no central copy: place it with place::Host (one replica per process) "
-                "or place::Mirrored (replica threads per process); for one central copy use "
-                "place::CentralStorage with comm::InProcess.");
+                "or place::Mirrored (replica threads per process), or place::Gpu (one GPU per "
+                "process); for one central copy use place::CentralStorage with comm::InProcess.");
   static_assert(!std::same_as<Placement, place::MirroredGpus> ||
                     (detail::collective<Comm> && !detail::host_collective<Comm>),
                 "convoy: place::MirroredGpus keeps one replica per GPU, which comm::Nccl "

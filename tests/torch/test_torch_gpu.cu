@@ -1,9 +1,12 @@
 // libtorch::Model on a CUDA device: one replica under place::Gpu matches a plain LibTorch CUDA loop
 // step for step (float32, BatchNorm's statistics included), its parameters and gradients are views
 // of the arenas on the device and its work runs on the placement's stream, and a checkpoint written
-// on the device resumes on the host and the other way round. Built where convoy::cuda and a
-// LibTorch with CUDA are (CI compiles and links it); without a device it says so and exits 77,
-// which ctest reports as skipped.
+// on the device resumes on the host and the other way round. Several replicas on the one GPU the
+// lent machines have: place::CentralStorageGpus with two replicas on device 0, and two processes
+// on it over comm::Gloo (started by this program, "--task gloo <dir>", each with its TF_CONFIG),
+// each match one replica at twice the batch. Built where convoy::cuda and a LibTorch with CUDA
+// are (CI compiles and links it); without a device it says so and exits 77, which ctest reports
+// as skipped.
 // clang-format off
 #include <torch_first.hpp>  // before doctest: LibTorch's glog defines CHECK
 // clang-format on
@@ -11,13 +14,19 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#if defined(CONVOY_WITH_GLOO)
+#include <convoy/comm/gloo.hpp>
+#endif
+#include <convoy/io/weights.hpp>
 #include <convoy/strategy.hpp>
 #include <convoy/torch/module_weights.hpp>
 #include <convoy/train/trainer.hpp>
 #include <cstdio>
 #include <map>
+#include <processes.hpp>
 #include <string>
 #include <synthetic.hpp>
+#include <task_checks.hpp>
 #include <temp_dir.hpp>
 #include <vector>
 
@@ -29,14 +38,15 @@ namespace {
 constexpr std::int64_t side = 8;  // 1 x 8 x 8 images: 64 features
 io::Dataset const data = testing::synthetic_classes(1024, side* side, 4);
 
-// Two convolutions with BatchNorm, so that buffers travel too.
-nn::Sequential conv_net() {
+// Two convolutions with BatchNorm, so that buffers travel too; without it, for replicas that
+// must match one replica at their whole batch (each normalizes over its own rows).
+nn::Sequential conv_net(bool batch_norm = true) {
   nn::Sequential net;
   net->push_back("conv1", nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1)));
-  net->push_back("bn1", nn::BatchNorm2d(8));
+  if (batch_norm) net->push_back("bn1", nn::BatchNorm2d(8));
   net->push_back(nn::ReLU());
   net->push_back("conv2", nn::Conv2d(nn::Conv2dOptions(8, 8, 3).padding(1).stride(2)));
-  net->push_back("bn2", nn::BatchNorm2d(8));
+  if (batch_norm) net->push_back("bn2", nn::BatchNorm2d(8));
   net->push_back(nn::ReLU());
   net->push_back(nn::Flatten());
   net->push_back("fc", nn::Linear(8 * (side / 2) * (side / 2), 4));
@@ -44,9 +54,9 @@ nn::Sequential conv_net() {
 }
 
 using Net = libtorch::Model<nn::Sequential>;
-Net make_model() {
+Net make_model(bool batch_norm = true) {
   ::torch::manual_seed(7);
-  return Net(conv_net, {.row_shape = {1, side, side}});
+  return Net([batch_norm] { return conv_net(batch_norm); }, {.row_shape = {1, side, side}});
 }
 
 using OnGpu = Strategy<Net, place::Gpu, comm::InProcess, sync::Synchronous>;
@@ -80,6 +90,55 @@ RunPlan steps_until(std::int64_t until, std::size_t batch, std::vector<float>* l
   };
   return plan;
 }
+
+// `replicas` replicas, each on its rows of a step's `replicas` * `batch`, and one replica on all
+// of them, take the same rows at every step.
+RunPlan shared_steps(std::int64_t steps, std::size_t batch, std::size_t replicas) {
+  RunPlan plan;
+  plan.until = steps;
+  plan.batch = [=](std::size_t replica, std::int64_t step) {
+    auto const whole = batch * replicas;
+    auto const first = static_cast<std::size_t>(step) * whole % (data.rows() - whole);
+    return data.slice(first + replica * batch, batch);
+  };
+  return plan;
+}
+constexpr std::int64_t shared_step_count = 6;
+constexpr std::size_t replica_batch = 32;
+constexpr float shared_rate = 0.05f;
+
+// One replica on the device at twice the batch: what two replicas must end with.
+std::map<std::string, Tensor> one_replica_at_twice_the_batch() {
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+  OnGpu one{make_model(false), {.device = 0, .strict = true}};
+  one.set_optimizer(optim::Sgd{.learning_rate = shared_rate});
+  one.run(shared_steps(shared_step_count, 2 * replica_batch, 1));
+  return one.get_weights();
+}
+
+#if defined(CONVOY_WITH_GLOO)
+using OverGloo = Strategy<Net, place::Gpu, comm::Gloo, sync::Synchronous>;
+
+// A worker of the two-process run: one replica on device 0, its buckets summed with the other
+// process's through page-locked host memory and Gloo; each writes its final weights.
+int gloo_task(std::filesystem::path const& dir) {
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+  OverGloo strategy{make_model(false),
+                    {.device = 0, .strict = true},
+                    comm::Gloo{.timeout = std::chrono::seconds(30)},
+                    sync::Synchronous{}};
+  strategy.set_optimizer(optim::Sgd{.learning_rate = shared_rate});
+  strategy.run(shared_steps(shared_step_count, replica_batch, 2));
+  auto const rank = Cluster::from_environment(RankJobs::all_workers).worker_rank();
+  io::save_named(dir / ("worker" + std::to_string(rank) + ".bin"), strategy.get_weights(),
+                 io::Format::binary);
+  return 0;
+}
+#endif
+
+std::string program;
 
 }  // namespace
 
@@ -169,7 +228,42 @@ TEST_CASE("the Trainer trains on the device and evaluates a copy on the host") {
   CHECK(result.global_step == 3 * 1024 / 32);
 }
 
+TEST_CASE("two CentralStorageGpus replicas on one device match one replica at twice the batch") {
+  auto const expected = one_replica_at_twice_the_batch();
+  using Central = Strategy<Net, place::CentralStorageGpus, comm::InProcess, sync::Synchronous>;
+  Central two{make_model(false), {.devices = {0, 0}, .strict = true}};
+  two.set_optimizer(optim::Sgd{.learning_rate = shared_rate});
+  two.run(shared_steps(shared_step_count, replica_batch, 2));
+  double const error = relative_error(two.get_weights(), expected);
+  MESSAGE("CentralStorageGpus{0, 0} against one replica: relative error " << error);
+  CHECK(error < 1e-5);
+  CHECK(two.model().net()->parameters().front().device().is_cuda());
+}
+
+#if defined(CONVOY_WITH_GLOO)
+TEST_CASE("two processes on one GPU over comm::Gloo match one process at twice the batch") {
+  auto const expected = one_replica_at_twice_the_batch();
+  testing::TempDir dir("torch-gpu-gloo");
+  auto const tasks =
+      testing::run_cluster(program, "gloo", dir.path, 0, 2, {}, std::chrono::seconds(100));
+  testing::check_tasks_succeeded(tasks);
+  auto const first = io::load_named(dir / "worker0.bin", io::Format::binary);
+  auto const second = io::load_named(dir / "worker1.bin", io::Format::binary);
+  CHECK(relative_error(second, first) == 0.0);  // an allreduce leaves every replica the same
+  double const error = relative_error(first, expected);
+  MESSAGE("2 processes over Gloo against one replica: relative error " << error);
+  CHECK(error < 1e-5);
+}
+#endif
+
 int main(int argc, char** argv) {
+#if defined(CONVOY_WITH_GLOO)
+  auto const task = [](std::string const& scenario, std::filesystem::path const& dir) {
+    return scenario == "gloo" ? gloo_task(dir) : 2;
+  };
+  if (auto const status = testing::run_task_if_asked(argc, argv, task)) return *status;
+#endif
+  program = argv[0];
   if (exec::cuda::device_count() == 0 || !::torch::cuda::is_available()) {
     std::puts("test_torch_gpu: no CUDA device; skipped");
     return 77;

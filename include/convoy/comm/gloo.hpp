@@ -1,11 +1,13 @@
 // comm::Gloo: synchronous data-parallel training across processes and machines on CPUs, the
 // collective engine (comm/buckets/collective_engine.hpp) over Gloo's allreduce on TCP, the library
-// PyTorch and Horovod use on CPUs. One replica per process (place::Host, the DDP shape) or replica
+// PyTorch and Horovod use on CPUs. One replica per process (place::Host, the DDP shape), replica
 // threads (place::Mirrored), which sum in shared memory first so that one allreduce per bucket
-// crosses the processes. With sync::Synchronous the gradients are summed in buckets during the
-// backward pass; with sync::BoundedStaleness<S> replicas step alone and average their weights
-// every S+1 steps; sync::Asynchronous does not compile. The engine (comm/gloo/engine.hpp) comes
-// with this header in a build that links convoy::gloo (docs/gloo.md).
+// crosses the processes, or one GPU per process (place::Gpu), whose buckets go through page-locked
+// host memory (comm/buckets/host_staged_exchange.hpp): for clusters without NCCL's network, and
+// several processes on one GPU, which NCCL refuses. With sync::Synchronous the gradients are summed
+// in buckets during the backward pass; with sync::BoundedStaleness<S> replicas step alone and
+// average their weights every S+1 steps; sync::Asynchronous does not compile. The engine
+// (comm/gloo/engine.hpp) comes with this header in a build that links convoy::gloo (docs/gloo.md).
 #pragma once
 
 #include <chrono>
@@ -17,6 +19,7 @@
 
 #include "../cluster/cluster.hpp"
 #include "../core/concepts.hpp"
+#include "../place/gpu.hpp"
 #include "../place/host.hpp"
 #include "../place/mirrored.hpp"
 #include "../sync/asynchronous.hpp"
@@ -34,8 +37,9 @@ class Engine;
 struct Gloo {
   using policy_category = communication_tag;
   static constexpr std::string_view name = "Gloo";
-  static constexpr bool collective = true;       ///< every replica takes part in every exchange
-  static constexpr bool host_collective = true;  ///< on the host: place::Host or place::Mirrored
+  static constexpr bool collective = true;  ///< every replica takes part in every exchange
+  /// Sums on the host: place::Host, place::Mirrored, or place::Gpu staged through host memory.
+  static constexpr bool host_collective = true;
 
   /// Which of Gloo's allreduce algorithms sums a bucket (comm/gloo_algorithm.hpp).
   using Algorithm = GlooAlgorithm;
@@ -80,8 +84,9 @@ struct Gloo {
   template <class Model, class Placement, class Sync>
   static constexpr bool pairs_with() {
     constexpr bool synchronous_enough = !std::same_as<Sync, sync::Asynchronous>;
-    constexpr bool on_the_host =
-        std::same_as<Placement, place::Host> || std::same_as<Placement, place::Mirrored>;
+    constexpr bool on_the_host = std::same_as<Placement, place::Host> ||
+                                 std::same_as<Placement, place::Mirrored> ||
+                                 std::same_as<Placement, place::Gpu>;
     static_assert(synchronous_enough,
                   "convoy: comm::Gloo cannot run sync::Asynchronous (an allreduce needs every "
                   "replica of every process in every exchange); use sync::Synchronous for a "
@@ -91,8 +96,9 @@ struct Gloo {
     static_assert(!synchronous_enough || on_the_host,
                   "convoy: comm::Gloo keeps the replicas equal on the host, with no central copy: "
                   "place it with place::Host (one replica per process) or place::Mirrored (replica "
-                  "threads per process); on GPUs use comm::Nccl, and for one central copy "
-                  "place::CentralStorage with comm::InProcess.");
+                  "threads per process), or place::Gpu (one GPU per process, its buckets through "
+                  "host memory); on several GPUs of a process use comm::Nccl, and for one central "
+                  "copy place::CentralStorage with comm::InProcess.");
     static_assert(
         !synchronous_enough || !on_the_host ||
             requires { sizeof(gloo_fabric::Engine<Model, Placement, Sync>); },

@@ -28,6 +28,7 @@
 #include "../../cluster/address.hpp"
 #include "../../cluster/cluster.hpp"
 #include "../../core/error.hpp"
+#include "../../place/gpu.hpp"
 #include "../../place/host.hpp"
 #include "../../place/mirrored.hpp"
 #include "../bootstrap/liveness.hpp"
@@ -80,6 +81,10 @@ class SigpipeBlocked {
 /// the same number.
 class HostFabric {
  public:
+  /// The exchanges sum the spans they are handed on the host: a replica on a device hands them
+  /// page-locked copies (comm/buckets/host_staged_exchange.hpp).
+  static constexpr bool reads_host_memory = true;
+
   /// Blocks until every process has met and connected (within the policy's bootstrap_timeout).
   /// Throws ClusterError for a ps or evaluator task, Error for a plaintext listen address off
   /// loopback without allow_plaintext, TimeoutError naming the processes that never came.
@@ -377,9 +382,11 @@ class HostFabric {
 
 template <class Model, class Placement, class Sync>
 class Engine : public CollectiveEngine<Model, Placement, Sync, HostFabric> {
-  static_assert(std::same_as<Placement, place::Host> || std::same_as<Placement, place::Mirrored>,
-                "convoy: comm::Gloo computes on the host: place::Host (one replica per process) "
-                "or place::Mirrored (replica threads, summed in shared memory first)");
+  static_assert(std::same_as<Placement, place::Host> || std::same_as<Placement, place::Mirrored> ||
+                    std::same_as<Placement, place::Gpu>,
+                "convoy: comm::Gloo sums on the host: place::Host (one replica per process), "
+                "place::Mirrored (replica threads, summed in shared memory first) or place::Gpu "
+                "(one GPU per process, its buckets through page-locked host memory)");
 
  public:
   using CollectiveEngine<Model, Placement, Sync, HostFabric>::CollectiveEngine;
