@@ -111,6 +111,7 @@ class Engine {
                       "different ones");
         }
       }
+      if (!cluster_.is_ps()) place_worker();
       map_ = std::make_unique<place::ShardMap>(placement_.shard(layout(), cluster_.ps_count()));
       for (std::size_t s = 0; s < cluster_.ps_count(); ++s) pieces_.push_back(map_->pieces_of(s));
       counters_.local_steps.assign(cluster_.worker_count(), 0);
@@ -383,6 +384,17 @@ class Engine {
     }
 
    private:
+    // A worker's replica computes where the placement says (a GPU of its own: Sharded's
+    // worker_gpu), its arenas moved there, as ReplicaGroup places in-process replicas; a model that
+    // computes on the host only says so first. A ps task opens no device.
+    void place_worker() {
+      if constexpr (computes_on_host_only<Model> && hears_host_only_models<Placement>) {
+        placement_.host_only_because = Model::device_refusal();
+      }
+      if constexpr (resolves_devices<Placement>) placement_.resolve();
+      if constexpr (adopts_replicas<Placement>) placement_.adopt(model_->variables(), 0);
+    }
+
     void refuse_on_ps(char const* what) const {
       if (cluster_.is_ps()) {
         throw Error(
