@@ -4,7 +4,8 @@
 // on the device resumes on the host and the other way round. Several replicas on the one GPU the
 // lent machines have: place::CentralStorageGpus with two replicas on device 0, and two processes
 // on it over comm::Gloo (started by this program, "--task gloo <dir>", each with its TF_CONFIG),
-// each match one replica at twice the batch. Built where convoy::cuda and a LibTorch with CUDA
+// each match one replica at twice the batch, as do two parameter-server workers on it ("--task
+// ps <dir>": place::Sharded's worker_gpu). Built where convoy::cuda and a LibTorch with CUDA
 // are (CI compiles and links it); without a device it says so and exits 77, which ctest reports
 // as skipped.
 // clang-format off
@@ -13,15 +14,19 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #if defined(CONVOY_WITH_GLOO)
 #include <convoy/comm/gloo.hpp>
 #endif
+#include <convoy/comm/zmq_ps.hpp>
 #include <convoy/io/weights.hpp>
 #include <convoy/strategy.hpp>
 #include <convoy/torch/module_weights.hpp>
 #include <convoy/train/trainer.hpp>
 #include <cstdio>
+#include <filesystem>
+#include <iostream>
 #include <map>
 #include <processes.hpp>
 #include <string>
@@ -137,6 +142,32 @@ int gloo_task(std::filesystem::path const& dir) {
   return 0;
 }
 #endif
+
+using OnPs = Strategy<Net, place::Sharded<>, comm::ZmqPs, sync::Synchronous>;
+
+// A task of the parameter-server run: a ps task serves, a worker trains one replica on device 0
+// (worker 0 writes the weights the shards hold at the end).
+int ps_task(std::filesystem::path const& dir) {
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+  OnPs strategy{make_model(false),
+                {.worker_gpu = place::Gpu{.device = 0, .strict = true}},
+                comm::ZmqPs{.connect_timeout = std::chrono::seconds(20)},
+                sync::Synchronous{.timeout = std::chrono::seconds(30)}};
+  strategy.set_optimizer(optim::Sgd{.learning_rate = shared_rate});
+  auto const cluster = Cluster::from_environment();
+  strategy.run(shared_steps(shared_step_count, replica_batch, 2));
+  if (cluster.is_ps()) return 0;
+  if (!strategy.model().net()->parameters().front().device().is_cuda()) {
+    std::cerr << "the worker's module is on "
+              << strategy.model().net()->parameters().front().device() << ", not the GPU\n";
+    return 3;
+  }
+  if (cluster.worker_rank() == 0) {
+    io::save_named(dir / "ps-worker0.bin", strategy.get_weights(), io::Format::binary);
+  }
+  return 0;
+}
 
 std::string program;
 
@@ -256,13 +287,27 @@ TEST_CASE("two processes on one GPU over comm::Gloo match one process at twice t
 }
 #endif
 
+TEST_CASE("two parameter-server workers on one GPU match one replica at twice the batch") {
+  auto const expected = one_replica_at_twice_the_batch();
+  testing::TempDir dir("torch-gpu-ps");
+  auto const tasks =
+      testing::run_cluster(program, "ps", dir.path, 1, 2, {}, std::chrono::seconds(100));
+  testing::check_tasks_succeeded(tasks);
+  double const error =
+      relative_error(io::load_named(dir / "ps-worker0.bin", io::Format::binary), expected);
+  MESSAGE("a ps and 2 GPU workers against one replica: relative error " << error);
+  CHECK(error < 1e-4);  // the shards apply the mean on the host
+}
+
 int main(int argc, char** argv) {
-#if defined(CONVOY_WITH_GLOO)
   auto const task = [](std::string const& scenario, std::filesystem::path const& dir) {
-    return scenario == "gloo" ? gloo_task(dir) : 2;
+    if (scenario == "ps") return ps_task(dir);
+#if defined(CONVOY_WITH_GLOO)
+    if (scenario == "gloo") return gloo_task(dir);
+#endif
+    return 2;
   };
   if (auto const status = testing::run_task_if_asked(argc, argv, task)) return *status;
-#endif
   program = argv[0];
   if (exec::cuda::device_count() == 0 || !::torch::cuda::is_available()) {
     std::puts("test_torch_gpu: no CUDA device; skipped");

@@ -1,7 +1,9 @@
 // A LibTorch model on a parameter-server cluster of real processes on loopback: 2 synchronous
 // workers on 1 and 2 shards match in-process Mirrored with 2 replicas step for step, BatchNorm's
-// running statistics included (the shards apply their change, not the optimizer). The program
-// starts itself once per task ("--task <scenario> <dir>") with its TF_CONFIG.
+// running statistics included (the shards apply their change, not the optimizer); workers asked to
+// compute on a GPU (place::Sharded's worker_gpu) where the model or the build cannot fall back to
+// the host, each saying why, and train the same. The program starts itself once per task
+// ("--task <scenario> <dir>") with its TF_CONFIG.
 #include "torch_first.hpp"  // before doctest: LibTorch's glog defines CHECK
 
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -13,10 +15,13 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <string_view>
+#include <utility>
 
+#include "files.hpp"
 #include "processes.hpp"
-#include "task_checks.hpp"
 #include "synthetic.hpp"
+#include "task_checks.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -96,14 +101,15 @@ std::vector<float> fit(Trainer& trainer) {
 }
 
 int task(std::string const& scenario, std::filesystem::path const& dir) {
-  if (scenario != "sync") return 2;
+  if (scenario != "sync" && scenario != "sync-on-gpu") return 2;
   using S = Strategy<Model, place::Sharded<>, comm::ZmqPs, sync::Synchronous>;
   auto const cluster = Cluster::from_environment();
-  Trainer<S> trainer{S{make_model(),
-                       {},
-                       comm::ZmqPs{.connect_timeout = std::chrono::seconds(20)},
-                       sync::Synchronous{.timeout = std::chrono::milliseconds(30000)}},
-                     optimizer()};
+  place::Sharded<> placement;
+  if (scenario == "sync-on-gpu") placement.worker_gpu = place::Gpu{.device = 0};
+  Trainer<S> trainer{
+      S{make_model(), placement, comm::ZmqPs{.connect_timeout = std::chrono::seconds(20)},
+        sync::Synchronous{.timeout = std::chrono::milliseconds(30000)}},
+      optimizer()};
   auto const losses = fit(trainer);
   if (cluster.worker_rank() == 0) write_result(dir / "chief.txt", losses, trainer.get_weights());
   return 0;
@@ -120,11 +126,23 @@ TEST_CASE("a LibTorch model: synchronous PS with 2 workers matches Mirrored, buf
   auto const expected_weights = mirrored.get_weights();
   REQUIRE(expected_weights.contains("1.running_mean"));
 
-  for (int shards : {1, 2}) {
+  for (auto [shards, scenario] : {std::pair{1, "sync"}, {2, "sync"}, {1, "sync-on-gpu"}}) {
     CAPTURE(shards);
+    CAPTURE(scenario);
     testing::TempDir dir("torch-ps");
-    auto const tasks = testing::run_cluster(program, "sync", dir.path, shards, 2);
+    auto const tasks = testing::run_cluster(program, scenario, dir.path, shards, 2);
     testing::check_tasks_succeeded(tasks);
+    if (std::string_view(scenario) == "sync-on-gpu") {
+      // Each worker says once why it computes on the host; a ps task opens no device.
+      for (auto const& t : tasks) {
+        auto const log = testing::read_file(t.log);
+        CAPTURE(log);
+        bool const said = log.find(
+                              "place::Gpu{device 0} cannot be honoured: libtorch::Model "
+                              "computes on the host") != std::string::npos;
+        CHECK(said == (t.job == "worker"));
+      }
+    }
     auto const chief = read_result(dir / "chief.txt");
     REQUIRE(chief.losses.size() == expected.size());
     for (std::size_t i = 0; i < expected.size(); ++i) {

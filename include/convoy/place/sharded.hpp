@@ -1,16 +1,20 @@
 // place::Sharded<Rule>: the weights live on parameter-server shards (ps tasks), spread by a
 // sharding rule (sharding_rules.hpp); each worker process runs one replica that pulls copies and
-// pushes gradients. The placement says where every part of every variable lives (a ShardMap); a
-// parameter-server communication policy moves the floats.
+// pushes gradients, on the host or on a GPU of its own (worker_gpu). The placement says where
+// every part of every variable lives (a ShardMap); a parameter-server communication policy moves
+// the floats.
 #pragma once
 
 #include <array>
 #include <cstddef>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "../core/concepts.hpp"
 #include "../core/variables.hpp"
 #include "../exec/host.hpp"
+#include "gpu.hpp"
 #include "shard_map.hpp"
 #include "sharded_fwd.hpp"
 #include "sharding_rules.hpp"
@@ -43,8 +47,8 @@ inline constexpr std::string_view sharded_close = ">";
 
 /// Variables on parameter-server shards, spread by `Rule` (RoundRobin, GreedyBySize or
 /// Partitioned, or any type that meets sharding_rule). One replica per worker process; the shards
-/// hold the weights and workers pull copies of them. A regular value: knobs are `rule` and
-/// `log_placement`.
+/// hold the weights and workers pull copies of them. A regular value: knobs are `rule`,
+/// `log_placement` and `worker_gpu`.
 template <class Rule>  // GreedyBySize by default (sharded_fwd.hpp)
 struct Sharded {
   static_assert(sharding_rule<Rule>,
@@ -61,12 +65,34 @@ struct Sharded {
   static constexpr bool shared_weights = true;
   Rule rule{};
   bool log_placement = false;
+  /// Where each worker's replica computes: the host when empty, else on this placement's GPU
+  /// (by default the worker's local rank: a GPU per worker process), falling back to the host in
+  /// one line, or refusing under its `strict`, as place::Gpu does alone. The weights it pulls and
+  /// the gradients it pushes pass through host memory. A ps task opens no device.
+  std::optional<Gpu> worker_gpu{};
+  /// Set by the engine before resolve() when the model computes on the host only (Gpu's). Leave
+  /// it empty.
+  std::string host_only_because{};
 
-  using context_type = exec::Host;
-  /// The execution context the worker's replica computes in.
-  exec::Host context(std::size_t) const { return {}; }
+  using context_type = Gpu::context_type;
+  /// The execution context the worker's replica computes in: worker_gpu's, or the host's.
+  context_type context(std::size_t) const {
+    return worker_gpu ? worker_gpu->context(0) : Gpu{}.context(0);
+  }
   /// One replica per worker process; more workers means more processes.
   int replica_count() const { return 1; }
+  /// Called by a worker only: opens worker_gpu's device (or falls back; place::Gpu::resolve).
+  void resolve() {
+    if (!worker_gpu) return;
+    worker_gpu->host_only_because = host_only_because;
+    worker_gpu->resolve();
+  }
+#if defined(CONVOY_WITH_CUDA)
+  /// Moves the worker's arenas to its device (nothing on the host).
+  void adopt(Variables& vars, std::size_t) const {
+    if (worker_gpu) worker_gpu->adopt(vars, 0);
+  }
+#endif
 
   /// Which of `shards` ps tasks holds which part of which variable of `layout`. Deterministic.
   /// Throws Error when `shards` is 0.
