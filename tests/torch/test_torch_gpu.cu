@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <processes.hpp>
 #include <string>
 #include <synthetic.hpp>
@@ -257,6 +258,38 @@ TEST_CASE("the Trainer trains on the device and evaluates a copy on the host") {
   MESSAGE("after 3 epochs: accuracy " << metrics.accuracy() << ", loss " << metrics.mean_loss());
   CHECK(metrics.accuracy() > 0.5);  // chance is 0.25
   CHECK(result.global_step == 3 * 1024 / 32);
+}
+
+TEST_CASE("mixed precision on the device: the forward pass in bfloat16, the weights in float32") {
+  auto const trained = [](std::optional<::torch::ScalarType> autocast, ::torch::ScalarType* seen) {
+    ::torch::manual_seed(7);
+    Net model([] { return conv_net(); },
+              {.row_shape = {1, side, side},
+               .loss =
+                   [seen](::torch::Tensor const& output, Batch const& batch) {
+                     *seen = output.scalar_type();
+                     return libtorch::cross_entropy(output.to(::torch::kFloat), batch);
+                   },
+               .autocast = autocast});
+    OnGpu strategy{std::move(model), {.device = 0, .strict = true}};
+    strategy.set_optimizer(optim::Sgd{.learning_rate = shared_rate});
+    strategy.run(shared_steps(shared_step_count, replica_batch, 1));
+    for (auto const& p : strategy.model().net()->parameters()) {
+      CHECK(p.is_cuda());
+      CHECK((p.scalar_type() == ::torch::kFloat));
+      CHECK((p.grad().scalar_type() == ::torch::kFloat));
+    }
+    return strategy.get_weights();
+  };
+  ::torch::ScalarType plain_type = ::torch::kDouble, mixed_type = ::torch::kDouble;
+  auto const plain = trained(std::nullopt, &plain_type);
+  auto const mixed = trained(::torch::kBFloat16, &mixed_type);
+  CHECK((plain_type == ::torch::kFloat));
+  CHECK((mixed_type == ::torch::kBFloat16));
+  double const error = relative_error(mixed, plain);
+  MESSAGE("bfloat16 autocast against float32 on the device: relative error " << error);
+  CHECK(error > 0.0);
+  CHECK(error < 0.05);
 }
 
 TEST_CASE("two CentralStorageGpus replicas on one device match one replica at twice the batch") {

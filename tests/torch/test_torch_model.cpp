@@ -20,11 +20,13 @@
 #include <functional>
 #include <helpers.hpp>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <synthetic.hpp>
 #include <temp_dir.hpp>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace convoy;
@@ -302,6 +304,45 @@ TEST_CASE("two Mirrored replicas match one replica at twice the batch") {
   one.run(run_of(steps, 32, 1));
   two.run(run_of(steps, 32, 2));
   CHECK(max_difference(one.get_weights(), two.get_weights()) < 1e-5f);
+}
+
+TEST_CASE("mixed precision: the forward pass in bfloat16, the weights and gradients in float32") {
+  // The loss sees the module's output: its type says what the forward pass computed in.
+  auto const trained = [](std::optional<::torch::ScalarType> autocast, ::torch::ScalarType* seen) {
+    ::torch::manual_seed(7);
+    Net model([] { return conv_net(true); },
+              {.row_shape = {1, side, side},
+               .loss =
+                   [seen](::torch::Tensor const& output, Batch const& batch) {
+                     *seen = output.scalar_type();
+                     return libtorch::cross_entropy(output.to(::torch::kFloat), batch);
+                   },
+               .autocast = autocast});
+    Strategy<Net, place::Host, comm::InProcess, sync::Synchronous> strategy{std::move(model)};
+    strategy.set_optimizer(optim::Momentum{.learning_rate = 0.05f});
+    std::vector<float> losses;
+    strategy.run(run_of(8, 32, 1, &losses));
+    for (auto const& p : strategy.model().net()->parameters()) {
+      CHECK((p.scalar_type() == ::torch::kFloat));
+      CHECK((p.grad().scalar_type() == ::torch::kFloat));
+    }
+    return std::pair{strategy.get_weights(), losses};
+  };
+  ::torch::ScalarType plain_type = ::torch::kDouble, mixed_type = ::torch::kDouble;
+  auto const [plain, plain_losses] = trained(std::nullopt, &plain_type);
+  auto const [mixed, mixed_losses] = trained(::torch::kBFloat16, &mixed_type);
+  CHECK((plain_type == ::torch::kFloat));
+  CHECK((mixed_type == ::torch::kBFloat16));
+  // This thread's autocast is as it was after the passes.
+  CHECK_FALSE(libtorch::detail::autocast_enabled(c10::DeviceType::CPU));
+  // bfloat16 keeps 8 bits of mantissa: the runs part, but not by much.
+  float const apart = max_difference(plain, mixed);
+  MESSAGE("after 8 steps, bfloat16 against float32: largest weight difference " << apart);
+  CHECK(apart > 0.0f);
+  CHECK(apart < 0.05f);
+  REQUIRE(mixed_losses.size() == plain_losses.size());
+  for (std::size_t s = 0; s < plain_losses.size(); ++s)
+    CHECK(mixed_losses[s] == doctest::Approx(plain_losses[s]).epsilon(0.03));
 }
 
 TEST_CASE("BatchNorm's statistics: a synchronous step keeps the mean of the replicas'") {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "../core/gradients_ready.hpp"
 #include "../core/tensor.hpp"
 #include "../core/variables.hpp"
+#include "detail/autocast.hpp"
 #include "detail/tensors.hpp"
 
 // The device path: a program that links convoy::cuda (place::Gpu computes on a device) and a
@@ -33,8 +35,6 @@
 #if defined(CONVOY_WITH_CUDA) && defined(CONVOY_TORCH_WITH_CUDA)
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-
-#include <optional>
 #define CONVOY_TORCH_ON_DEVICE 1
 #endif
 
@@ -103,6 +103,11 @@ struct ModelOptions {
   /// (2.11) faster on one thread in slices of 128 than in the Trainer's batches of 1000
   /// (docs/torch.md).
   std::size_t evaluate_rows = 128;
+  /// Mixed precision: a training pass's forward and loss under LibTorch's autocast to this type
+  /// (::torch::kBFloat16, on the device the model computes on, the host included), so matrix
+  /// products and convolutions compute in it; the weights, gradients, buffers and the optimizer
+  /// stay float32, and evaluate() computes in float32. Empty: float32 throughout.
+  std::optional<::torch::ScalarType> autocast{};
 };
 
 /// A convoy model made of the LibTorch module `Net` that `factory` builds: a module holder such as
@@ -270,9 +275,13 @@ class Model {
       torch_module().train();
       load_buffers();
       gradients_->start(ready, arrival_for(ready, places));
-      auto const output = forward(pass);
-      pass.stage = Stage::loss;
-      auto const loss = options_->loss(output, batch);
+      ::torch::Tensor loss;
+      {
+        detail::Autocast const mixed(options_->autocast, device_);
+        auto const output = forward(pass);
+        pass.stage = Stage::loss;
+        loss = options_->loss(output, batch);
+      }
       // The buffers' change, old minus new (Variables::add_state), is known once the forward
       // pass ran.
       {
