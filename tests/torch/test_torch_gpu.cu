@@ -133,7 +133,8 @@ int gloo_task(std::filesystem::path const& dir) {
   at::globalContext().setBenchmarkCuDNN(false);
   OverGloo strategy{make_model(false),
                     {.device = 0, .strict = true},
-                    comm::Gloo{.timeout = std::chrono::seconds(30)},
+                    // Buckets of 1 KiB: several, each handed in while the backward pass goes on.
+                    comm::Gloo{.bucket_bytes = 1024, .timeout = std::chrono::seconds(30)},
                     sync::Synchronous{}};
   strategy.set_optimizer(optim::Sgd{.learning_rate = shared_rate});
   strategy.run(shared_steps(shared_step_count, replica_batch, 2));

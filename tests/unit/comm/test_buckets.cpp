@@ -398,7 +398,8 @@ struct DoublingPort {
 TEST_CASE("a device replica's buckets go through host memory in stream order and come back") {
   DoublingPort port;
   QueuedStream stream;
-  comm::HostStagedExchange<DoublingPort, QueuedStream> staged(port, stream);
+  comm::HostStages stages;
+  comm::HostStagedExchange<DoublingPort, QueuedStream> staged(port, stream, stages);
   std::vector<float> device(8);
   std::iota(device.begin(), device.end(), 1.0f);
   std::vector<float const*> hosts;
@@ -425,6 +426,18 @@ TEST_CASE("a device replica's buckets go through host memory in stream order and
   REQUIRE(port.started.size() == 1);
   CHECK(port.started[0].second.data() == hosts[0]);
   staged.wait();
+  // The stages are the caller's, so that the fabric may still hold one after the exchange is gone
+  // (a failed round), and the next run's exchange takes them again.
+  REQUIRE(stages.size() == 2);
+  {
+    comm::HostStagedExchange<DoublingPort, QueuedStream> next_run(port, stream, stages);
+    next_run.start(0, std::span(device).subspan(4, 4));
+    stream.synchronize();
+    REQUIRE(port.started.size() == 1);
+    CHECK(port.started[0].second.data() == hosts[0]);
+    next_run.wait();
+  }
+  CHECK(stages.size() == 2);
 
   SUBCASE("a hand-in that fails ends the wait with its error") {
     port.fail = true;
@@ -433,7 +446,8 @@ TEST_CASE("a device replica's buckets go through host memory in stream order and
   }
   SUBCASE("on the host the port gets the spans themselves") {
     QueuedStream host{.device = false};
-    comm::HostStagedExchange<DoublingPort, QueuedStream> direct(port, host);
+    comm::HostStages unused;
+    comm::HostStagedExchange<DoublingPort, QueuedStream> direct(port, host, unused);
     direct.start(3, std::span(device).first(2));
     REQUIRE(port.started.size() == 1);
     CHECK(port.started[0].second.data() == device.data());

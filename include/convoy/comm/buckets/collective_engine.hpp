@@ -136,7 +136,7 @@ namespace detail {
 template <bucket_exchange Port>
 class PortOf {
  public:
-  PortOf(Port& port, auto const&) : port_(&port) {}
+  PortOf(Port& port, auto const&, HostStages&) : port_(&port) {}
   void start(std::size_t bucket, std::span<float> values) { port_->start(bucket, values); }
   void wait() { port_->wait(); }
 
@@ -304,6 +304,7 @@ class CollectiveEngine {
     auto& group = state_->group();
     group.check_optimizer_state();
     std::size_t const local = group.size();
+    stages_.resize(local);
     auto own_slots = make_own_slots();
     auto slots_of = [&](std::size_t r) -> optim::OptimizerState& {
       return r == 0 ? group.slots() : own_slots[r - 1];
@@ -339,7 +340,7 @@ class CollectiveEngine {
       auto const ctx = group.context(r);
       auto const scope = ctx.enter();
       try {
-        typename exchange_of::type exchange(fabric_->exchange(r), ctx);
+        typename exchange_of::type exchange(fabric_->exchange(r), ctx, stages_[r]);
         auto const start = take_replica_zero(r, exchange, slots_of(r));
         replica_type replica(group.replica(r), ctx, plan_, exchange, group.counted_replicas(),
                              group.optimizer(), slots_of(r));
@@ -482,6 +483,9 @@ class CollectiveEngine {
   std::unique_ptr<state_type> state_;  // on the heap: the fabric keeps references into it
   BucketPlan plan_;
   std::size_t bucket_bytes_;
+  // Each replica's page-locked copies of its buckets (a device replica over a fabric that reads
+  // host memory): before fabric_, whose thread may use them until it is gone.
+  std::vector<HostStages> stages_;
   std::unique_ptr<Fabric> fabric_;
   std::string spent_;
   std::vector<double> step_seconds_;  // each local replica's last step, in seconds

@@ -42,14 +42,30 @@ concept reads_host_memory = requires {
   requires F::reads_host_memory;
 };
 
+/// One page-locked copy of a bucket: what the fabric reduces in place of the device's memory.
+struct HostStage {
+  explicit HostStage(std::pmr::memory_resource* memory) : host(memory) {}
+  std::pmr::vector<float> host;  // page-locked
+  std::span<float> device;       // where it came from, and where its sum goes back
+  std::size_t bucket = 0;
+  void* exchange = nullptr;   // the HostStagedExchange that hands it in
+  std::exception_ptr failed;  // what handing it in threw
+};
+/// One replica's stages, by order of start() in a round. The fabric may still read and write a
+/// stage after the exchange that handed it in is gone (an exchange that failed or timed out
+/// leaves its bucket with the fabric's thread), so whoever keeps them must outlive the fabric:
+/// the collective engine does, across its runs.
+using HostStages = std::vector<std::unique_ptr<HostStage>>;
+
 /// One replica's exchange: `Port`, the fabric's, fed from device memory through page-locked host
-/// memory when `ctx` is on a device, and `Port` itself otherwise. Driven by the replica's thread
-/// (start() may also be called from the thread that runs the model's backward pass); `port` must
-/// outlive it.
+/// memory (`stages`) when `ctx` is on a device, and `Port` itself otherwise. Driven by the
+/// replica's thread (start() may also be called from the thread that runs the model's backward
+/// pass); `port` must outlive it, and `stages` the fabric.
 template <bucket_exchange Port, stages_through_host Context>
 class HostStagedExchange {
  public:
-  HostStagedExchange(Port& port, Context ctx) : port_(&port), ctx_(std::move(ctx)) {}
+  HostStagedExchange(Port& port, Context ctx, HostStages& stages)
+      : port_(&port), ctx_(std::move(ctx)), stages_(&stages) {}
   HostStagedExchange(HostStagedExchange const&) = delete;
   HostStagedExchange& operator=(HostStagedExchange const&) = delete;
   // No host function queued by start() may outlive the exchange it points at.
@@ -67,11 +83,13 @@ class HostStagedExchange {
       port_->start(bucket, values);
       return;
     }
-    if (used_ == stages_.size()) stages_.push_back(std::make_unique<Stage>(ctx_.batch_memory()));
-    Stage& s = *stages_[used_++];
-    s.owner = this;
+    auto& stages = *stages_;
+    if (used_ == stages.size()) stages.push_back(std::make_unique<HostStage>(ctx_.batch_memory()));
+    HostStage& s = *stages[used_++];
+    s.exchange = this;
     s.bucket = bucket;
     s.device = values;
+    s.failed = nullptr;
     // A stage grows only here, when the work of the last round that used it has finished (wait()
     // ends with a synchronize()), so it never moves under a copy.
     s.host.resize(values.size());
@@ -86,10 +104,11 @@ class HostStagedExchange {
       port_->wait();
       return;
     }
-    std::size_t const used = std::exchange(used_, 0);
     ctx_.synchronize();  // every stage is on the host and handed in
+    std::size_t const used = std::exchange(used_, 0);
+    auto& stages = *stages_;
     for (std::size_t i = 0; i < used; ++i) {
-      if (auto failed = std::exchange(stages_[i]->failed, nullptr)) {
+      if (auto failed = stages[i]->failed) {
         // Buckets handed in before it still hold the fabric: let it finish or fail them.
         try {
           port_->wait();
@@ -100,7 +119,7 @@ class HostStagedExchange {
     }
     port_->wait();
     for (std::size_t i = 0; i < used; ++i) {
-      auto const& s = *stages_[i];
+      auto const& s = *stages[i];
       ctx_.copy_async(s.device.data(), s.host.data(), s.host.size());
     }
     // The caller may read the sums on the host (the counters a run starts with), and the next
@@ -109,20 +128,12 @@ class HostStagedExchange {
   }
 
  private:
-  struct Stage {
-    explicit Stage(std::pmr::memory_resource* memory) : host(memory) {}
-    HostStagedExchange* owner = nullptr;
-    std::size_t bucket = 0;
-    std::span<float> device;
-    std::pmr::vector<float> host;  // page-locked
-    std::exception_ptr failed;     // what handing it in threw
-  };
-
   // On the driver's thread, in the stream's order: the stage's copy has landed.
   static void hand_in(void* stage) noexcept {
-    auto& s = *static_cast<Stage*>(stage);
+    auto& s = *static_cast<HostStage*>(stage);
     try {
-      s.owner->port_->start(s.bucket, std::span<float>(s.host));
+      static_cast<HostStagedExchange*>(s.exchange)
+          ->port_->start(s.bucket, std::span<float>(s.host));
     } catch (...) {
       s.failed = std::current_exception();
     }
@@ -130,8 +141,8 @@ class HostStagedExchange {
 
   Port* port_;
   Context ctx_;
-  std::vector<std::unique_ptr<Stage>> stages_;  // by order of start() in a round; kept
-  std::size_t used_ = 0;                        // stages started this round
+  HostStages* stages_;
+  std::size_t used_ = 0;  // stages started this round
 };
 
 }  // namespace convoy::comm
