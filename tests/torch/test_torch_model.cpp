@@ -333,8 +333,6 @@ TEST_CASE("mixed precision: the forward pass in bfloat16, the weights and gradie
   auto const [mixed, mixed_losses] = trained(::torch::kBFloat16, &mixed_type);
   CHECK((plain_type == ::torch::kFloat));
   CHECK((mixed_type == ::torch::kBFloat16));
-  // This thread's autocast is as it was after the passes.
-  CHECK_FALSE(libtorch::detail::autocast_enabled(c10::DeviceType::CPU));
   // bfloat16 keeps 8 bits of mantissa: the runs part, but not by much.
   float const apart = max_difference(plain, mixed);
   MESSAGE("after 8 steps, bfloat16 against float32: largest weight difference " << apart);
@@ -343,6 +341,35 @@ TEST_CASE("mixed precision: the forward pass in bfloat16, the weights and gradie
   REQUIRE(mixed_losses.size() == plain_losses.size());
   for (std::size_t s = 0; s < plain_losses.size(); ++s)
     CHECK(mixed_losses[s] == doctest::Approx(plain_losses[s]).epsilon(0.03));
+}
+
+TEST_CASE("the autocast guard nests, and puts the thread's state back as it found it") {
+  using libtorch::detail::Autocast;
+  using libtorch::detail::autocast_enabled;
+  using libtorch::detail::autocast_type;
+  auto const cpu = c10::DeviceType::CPU;
+  REQUIRE_FALSE(autocast_enabled(cpu));
+  auto const type = autocast_type(cpu);
+  auto const x = ::torch::ones({2, 2});
+  {
+    Autocast const outer(::torch::kBFloat16, ::torch::kCPU);
+    CHECK(autocast_enabled(cpu));
+    CHECK((autocast_type(cpu) == ::torch::kBFloat16));
+    CHECK((::torch::mm(x, x).scalar_type() == ::torch::kBFloat16));
+    {
+      Autocast const none(std::nullopt, ::torch::kCPU);
+      Autocast const inner(::torch::kBFloat16, ::torch::kCPU);
+      CHECK(autocast_enabled(cpu));
+    }
+    CHECK(autocast_enabled(cpu));  // the inner one gave back what it found
+    CHECK((autocast_type(cpu) == ::torch::kBFloat16));
+  }
+  CHECK_FALSE(autocast_enabled(cpu));
+  CHECK((autocast_type(cpu) == type));
+  CHECK((::torch::mm(x, x).scalar_type() == ::torch::kFloat));
+  CHECK_THROWS_WITH_AS(Autocast(::torch::kInt, ::torch::kCPU),
+                       doctest::Contains("autocast computes in ::torch::kBFloat16"), Error);
+  CHECK_FALSE(autocast_enabled(cpu));
 }
 
 TEST_CASE("BatchNorm's statistics: a synchronous step keeps the mean of the replicas'") {

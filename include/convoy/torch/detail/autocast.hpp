@@ -8,6 +8,9 @@
 #include <torch/torch.h>
 
 #include <optional>
+#include <sstream>
+
+#include "../../core/error.hpp"
 
 namespace convoy::libtorch::detail {
 
@@ -45,8 +48,15 @@ inline void set_autocast(c10::DeviceType d, bool on, at::ScalarType type) {
 /// step that changes its weight).
 class Autocast {
  public:
+  /// Throws Error for a type autocast does not compute in (bfloat16, or float16).
   Autocast(std::optional<at::ScalarType> type, ::torch::Device device) {
     if (!type) return;
+    if (*type != at::kBFloat16 && *type != at::kHalf) {
+      std::ostringstream what;
+      what << "convoy: libtorch::ModelOptions::autocast is " << *type
+           << "; autocast computes in ::torch::kBFloat16 (or kHalf), the weights staying float32";
+      throw Error(what.str());
+    }
     device_ = device.type();
     was_on_ = autocast_enabled(device_);
     was_type_ = autocast_type(device_);
