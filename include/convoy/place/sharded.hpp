@@ -65,10 +65,11 @@ struct Sharded {
   static constexpr bool shared_weights = true;
   Rule rule{};
   bool log_placement = false;
-  /// Where each worker's replica computes: the host when empty, else on this placement's GPU
-  /// (by default the worker's local rank: a GPU per worker process), falling back to the host in
-  /// one line, or refusing under its `strict`, as place::Gpu does alone. The weights it pulls and
-  /// the gradients it pushes pass through host memory. A ps task opens no device.
+  /// Where each worker's replica computes: the host when empty, else on this placement's GPU (its
+  /// `device`, or the process's local rank, which a rank launcher sets and TF_CONFIG does not:
+  /// there every worker of a machine takes GPU 0 unless told), falling back to the host in one
+  /// line, or refusing under its `strict`, as place::Gpu does alone. The weights it pulls and the
+  /// gradients it pushes pass through host memory. A ps task opens no device.
   std::optional<Gpu> worker_gpu{};
   /// Set by the engine before resolve() when the model computes on the host only (Gpu's). Leave
   /// it empty.
