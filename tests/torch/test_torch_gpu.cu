@@ -97,6 +97,12 @@ RunPlan steps_until(std::int64_t until, std::size_t batch, std::vector<float>* l
   return plan;
 }
 
+// The same convolution algorithms wherever two runs are compared, so that what differs is convoy.
+void deterministic_cudnn() {
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+}
+
 // `replicas` replicas, each on its rows of a step's `replicas` * `batch`, and one replica on all
 // of them, take the same rows at every step.
 RunPlan shared_steps(std::int64_t steps, std::size_t batch, std::size_t replicas) {
@@ -115,8 +121,7 @@ constexpr float shared_rate = 0.05f;
 
 // One replica on the device at twice the batch: what two replicas must end with.
 std::map<std::string, Tensor> one_replica_at_twice_the_batch() {
-  at::globalContext().setDeterministicCuDNN(true);
-  at::globalContext().setBenchmarkCuDNN(false);
+  deterministic_cudnn();
   OnGpu one{make_model(false), {.device = 0, .strict = true}};
   one.set_optimizer(optim::Sgd{.learning_rate = shared_rate});
   one.run(shared_steps(shared_step_count, 2 * replica_batch, 1));
@@ -129,8 +134,7 @@ using OverGloo = Strategy<Net, place::Gpu, comm::Gloo, sync::Synchronous>;
 // A worker of the two-process run: one replica on device 0, its buckets summed with the other
 // process's through page-locked host memory and Gloo; each writes its final weights.
 int gloo_task(std::filesystem::path const& dir) {
-  at::globalContext().setDeterministicCuDNN(true);
-  at::globalContext().setBenchmarkCuDNN(false);
+  deterministic_cudnn();
   OverGloo strategy{make_model(false),
                     {.device = 0, .strict = true},
                     // Buckets of 1 KiB: several, each handed in while the backward pass goes on.
@@ -150,8 +154,7 @@ using OnPs = Strategy<Net, place::Sharded<>, comm::ZmqPs, sync::Synchronous>;
 // A task of the parameter-server run: a ps task serves, a worker trains one replica on device 0
 // (worker 0 writes the weights the shards hold at the end).
 int ps_task(std::filesystem::path const& dir) {
-  at::globalContext().setDeterministicCuDNN(true);
-  at::globalContext().setBenchmarkCuDNN(false);
+  deterministic_cudnn();
   OnPs strategy{make_model(false),
                 {.worker_gpu = place::Gpu{.device = 0, .strict = true}},
                 comm::ZmqPs{.connect_timeout = std::chrono::seconds(20)},
@@ -176,9 +179,7 @@ std::string program;
 }  // namespace
 
 TEST_CASE("one replica on the device matches a plain LibTorch CUDA loop step for step") {
-  // The same convolution algorithms on both sides, so that what differs is convoy alone.
-  at::globalContext().setDeterministicCuDNN(true);
-  at::globalContext().setBenchmarkCuDNN(false);
+  deterministic_cudnn();
   constexpr std::size_t batch = 32;
   constexpr float rate = 0.05f;
   OnGpu strategy{make_model(), {.device = 0, .strict = true}};

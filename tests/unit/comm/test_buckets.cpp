@@ -402,7 +402,16 @@ TEST_CASE("a device replica's buckets go through host memory in stream order and
   comm::HostStagedExchange<DoublingPort, QueuedStream> staged(port, stream, stages);
   std::vector<float> device(8);
   std::iota(device.begin(), device.end(), 1.0f);
-  std::vector<float const*> hosts;
+  // The host memory the port is handed for the second half, through `exchange`.
+  auto const handed_in = [&](auto& exchange) {
+    exchange.start(0, std::span(device).subspan(4, 4));
+    stream.synchronize();
+    REQUIRE(port.started.size() == 1);
+    CHECK(port.started[0].first == 0);
+    float const* copy = port.started[0].second.data();
+    exchange.wait();
+    return copy;
+  };
   for (int round = 0; round < 2; ++round) {
     CAPTURE(round);
     auto const before = device;
@@ -414,28 +423,15 @@ TEST_CASE("a device replica's buckets go through host memory in stream order and
     CHECK(stream.queue->empty());
   }
   // The port saw host copies, never the device's memory, and the same stages in every round.
-  staged.start(0, std::span(device).subspan(4, 4));
-  stream.synchronize();
-  REQUIRE(port.started.size() == 1);
-  CHECK(port.started[0].first == 0);
-  CHECK(port.started[0].second.data() != device.data() + 4);
-  hosts.push_back(port.started[0].second.data());
-  staged.wait();
-  staged.start(0, std::span(device).subspan(4, 4));
-  stream.synchronize();
-  REQUIRE(port.started.size() == 1);
-  CHECK(port.started[0].second.data() == hosts[0]);
-  staged.wait();
+  float const* const stage = handed_in(staged);
+  CHECK(stage != device.data() + 4);
+  CHECK(handed_in(staged) == stage);
   // The stages are the caller's, so that the fabric may still hold one after the exchange is gone
   // (a failed round), and the next run's exchange takes them again.
   REQUIRE(stages.size() == 2);
   {
     comm::HostStagedExchange<DoublingPort, QueuedStream> next_run(port, stream, stages);
-    next_run.start(0, std::span(device).subspan(4, 4));
-    stream.synchronize();
-    REQUIRE(port.started.size() == 1);
-    CHECK(port.started[0].second.data() == hosts[0]);
-    next_run.wait();
+    CHECK(handed_in(next_run) == stage);
   }
   CHECK(stages.size() == 2);
 

@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -143,21 +144,13 @@ class PortOf {
  private:
   Port* port_;
 };
-template <bool Staged, class Port, class Context>
-struct staged_or_not {
-  using type = PortOf<Port>;
-};
-template <class Port, class Context>
-struct staged_or_not<true, Port, Context> {
-  using type = HostStagedExchange<Port, Context>;
-};
 // A replica's exchange: the fabric's port, or that port fed through page-locked host memory when
 // the fabric reads host memory and the replica may compute on a device (HostStagedExchange).
 template <class Fabric, class Context>
 struct exchange_of {
   using port = std::remove_reference_t<decltype(std::declval<Fabric&>().exchange(0))>;
   static constexpr bool staged = reads_host_memory<Fabric> && stages_through_host<Context>;
-  using type = typename staged_or_not<staged, port, Context>::type;
+  using type = std::conditional_t<staged, HostStagedExchange<port, Context>, PortOf<port>>;
 };
 }  // namespace detail
 

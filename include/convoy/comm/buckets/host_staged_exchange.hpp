@@ -60,9 +60,15 @@ using HostStages = std::vector<std::unique_ptr<HostStage>>;
 /// One replica's exchange: `Port`, the fabric's, fed from device memory through page-locked host
 /// memory (`stages`) when `ctx` is on a device, and `Port` itself otherwise. Driven by the
 /// replica's thread (start() may also be called from the thread that runs the model's backward
-/// pass); `port` must outlive it, and `stages` the fabric.
-template <bucket_exchange Port, stages_through_host Context>
+/// pass); `port` must outlive it, and `stages` the fabric. `Context` is checked in the body, not
+/// the template's head, so that naming the type for a host context (a branch not taken) is not an
+/// error.
+template <bucket_exchange Port, class Context>
 class HostStagedExchange {
+  static_assert(stages_through_host<Context>,
+                "convoy: HostStagedExchange needs a context with on_device(), copy_async(), "
+                "then_on_host(), batch_memory() and synchronize() (exec::Cuda)");
+
  public:
   HostStagedExchange(Port& port, Context ctx, HostStages& stages)
       : port_(&port), ctx_(std::move(ctx)), stages_(&stages) {}
