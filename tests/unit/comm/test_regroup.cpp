@@ -1,13 +1,16 @@
 // The survivors' agreement on a new group (comm/bootstrap/regroup.hpp), each survivor a thread
 // serving at its own loopback address: the lowest live rank leads whoever was lost, the group is
 // ordered by global step, a lower rank that notices late takes the lead over, a group that is
-// not a quorum ends with an error naming who was lost, and a member the liveness board saw end is
-// not waited for.
+// not a quorum ends with an error naming who was lost, a member the liveness board saw end is not
+// waited for, and a leader lost during the agreement is lost like any other member.
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <convoy/cluster/cluster.hpp>
 #include <convoy/comm/bootstrap/regroup.hpp>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -206,4 +209,96 @@ TEST_CASE("a member taken for ended that comes at once is in the group") {
     REQUIRE_MESSAGE(got[r].group, got[r].error);
     CHECK(got[r].group->workers == std::vector<std::size_t>{0, 1, 2});
   }
+}
+
+TEST_CASE("the leader lost while the others are registered with it: they agree without it") {
+  // Worker 0 of 5 is lost; worker 1 leads, a process of its own, held open for its whole window
+  // by a newcomer (worker 5) that never registers, and is killed once 2, 3 and 4 registered with
+  // it. They take it for lost after their patience with it, and 2 leads the three of 5 left.
+  auto const cluster = loopback_cluster(6);
+  comm::bootstrap::Group last{.workers = {0, 1, 2, 3, 4}, .rank = 0, .generation = 4};
+  std::ostringstream out;
+  comm::bootstrap::RegroupOptions const options{
+      .patience = 400ms, .window = 4s, .run = "cluster:test", .log = &out};
+  pid_t const leader = ::fork();
+  REQUIRE(leader >= 0);
+  if (leader == 0) {
+    auto mine = last;
+    mine.rank = 1;
+    auto held_open = options;
+    held_open.newcomers = {5};
+    held_open.log = nullptr;
+    try {
+      (void)comm::bootstrap::regroup(cluster, mine, 3, held_open, 20s);
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  std::vector<Outcome> got(5);
+  auto const started = std::chrono::steady_clock::now();
+  {
+    // Past the followers' registration (about their 400 ms patience with worker 0), before the
+    // leader's 4 s window.
+    std::jthread killer([&] {
+      std::this_thread::sleep_for(1800ms);
+      ::kill(leader, SIGKILL);
+    });
+    std::vector<std::jthread> threads;
+    for (std::size_t r : {2u, 3u, 4u}) {
+      threads.emplace_back([&, r] {
+        auto mine = last;
+        mine.rank = r;
+        try {
+          got[r].group = comm::bootstrap::regroup(cluster, mine, 3, options, 20s);
+        } catch (std::exception const& e) {
+          got[r].error = e.what();
+        }
+      });
+    }
+  }
+  ::waitpid(leader, nullptr, 0);
+  CHECK(std::chrono::steady_clock::now() - started < 6s);
+  auto const log = out.str();
+  for (std::size_t r : {2u, 3u, 4u}) {
+    CAPTURE(r);
+    REQUIRE_MESSAGE(got[r].group, got[r].error);
+    CHECK(got[r].group->workers == std::vector<std::size_t>{2, 3, 4});
+    CHECK(got[r].group->generation == 5);
+  }
+  CHECK_MESSAGE(log.find("registered to regroup with worker:1 at") != std::string::npos, log);
+  CHECK_MESSAGE(log.find("lost worker:0 at") != std::string::npos, log);
+  CHECK_MESSAGE(log.find("worker:1 at") != std::string::npos, log);
+  CHECK_MESSAGE(log.find("3 go on") != std::string::npos, log);
+}
+
+TEST_CASE("a member of an older generation is silence to a later one's, not a refusal") {
+  // Worker 0 is still agreeing on generation 4's group (it was stopped past the others'
+  // regroup); 1 and 2, of generation 5, ask it first: it is behind, so they go on without it.
+  auto const cluster = loopback_cluster(3);
+  std::ostringstream out;
+  comm::bootstrap::RegroupOptions const options{
+      .patience = 400ms, .window = 1500ms, .run = "cluster:test", .log = &out};
+  std::vector<Outcome> got(3);
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t r : {0u, 1u, 2u}) {
+      threads.emplace_back([&, r] {
+        comm::bootstrap::Group last{
+            .workers = {0, 1, 2}, .rank = r, .generation = r == 0 ? 4u : 5u};
+        try {
+          got[r].group = comm::bootstrap::regroup(cluster, last, 9, options, 20s);
+        } catch (std::exception const& e) {
+          got[r].error = e.what();
+        }
+      });
+    }
+  }
+  for (std::size_t r : {1u, 2u}) {
+    CAPTURE(r);
+    REQUIRE_MESSAGE(got[r].group, got[r].error);
+    CHECK(got[r].group->workers == std::vector<std::size_t>{1, 2});
+    CHECK(got[r].group->generation == 6);
+  }
+  CHECK_FALSE(got[0].group);
+  CHECK_MESSAGE(got[0].error.find("1 of 3 remain") != std::string::npos, got[0].error);
 }

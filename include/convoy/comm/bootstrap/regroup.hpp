@@ -198,10 +198,10 @@ class Regroup {
       if (!answer) {  // silent: a lost process, or the leader lost meanwhile
         if (std::chrono::steady_clock::now() - silent_since < options_.patience) continue;
         if (following_) {
-          throw Error("convoy: " + name(me_) + " registered with " + name(*following_) +
-                      " to regroup, which then stopped answering");
+          leader_lost();
+        } else {
+          ++candidate_;
         }
-        ++candidate_;
         silent_since = std::chrono::steady_clock::now();
         continue;
       }
@@ -236,6 +236,20 @@ class Regroup {
     } else {
       throw Error("convoy: " + name(asked) + " refused " + name(me_) + "'s regroup: " + text);
     }
+  }
+
+  // The leader this process registered with was lost too, before it answered: the search starts
+  // again above it (every lower rank was silent to it, or handed it the lead), and the new leader
+  // counts it among the lost. A lower rank that is still alive takes the lead from whoever leads
+  // next, as when it notices late.
+  void leader_lost() {
+    if (options_.log) {
+      *options_.log << "convoy: " << name(me_) << " registered to regroup with "
+                    << name(*following_)
+                    << ", which then stopped answering; it asks the ranks above it" << std::endl;
+    }
+    candidate_ = *following_ + 1;
+    following_.reset();
   }
 
   // The leader's: every member of the last group has registered or been silent for `patience`
@@ -354,6 +368,9 @@ class Regroup {
     auto const theirs = request[1].to_string_view();
     if (theirs != run_) {
       bool const same_run = run_of(theirs) == options_.run;
+      // A later group's member: this process is the one behind (its group re-formed without it),
+      // and to the asker it is silent, not a refusal.
+      if (same_run && generation_of(theirs) > last_.generation) return reply("behind", "");
       return reply(same_run ? "closed" : "refused",
                    same_run ? "another generation of the group" : "another run");
     }
@@ -557,9 +574,10 @@ inline Group join_group(Cluster const& cluster, std::size_t rank, std::string co
 /// Called by every survivor of `last` (this process is last.rank) once its collective failed, with
 /// its global `step`: blocks until the survivors agree on a new group (within `timeout`) and
 /// returns it, this process's rank in it and the next generation. Throws Error when the survivors
-/// are not a quorum of `last` or fewer than options.min_workers (naming who was lost), or when the
-/// leader stopped answering; LeftBehind (an Error) when this process came after the group
-/// re-formed without it or found no other member; TimeoutError after `timeout`.
+/// are not a quorum of `last` or fewer than options.min_workers (naming who was lost, a leader lost
+/// during the agreement included: its followers then agree without it); LeftBehind (an Error) when
+/// this process came after the group re-formed without it or found no other member; TimeoutError
+/// after `timeout`.
 inline Group regroup(Cluster const& cluster, Group const& last, std::int64_t step,
                      RegroupOptions const& options, std::chrono::milliseconds timeout) {
   detail::Regroup agreement(cluster, last, step, options);
