@@ -793,6 +793,43 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "a second loss between the agreement and the meeting: the others agree again without it; "
+    "the lost one, resumed, joins them") {
+  // Of 4 workers, worker 3 ends itself after step 5; worker 0, the new group's rank 0 (every
+  // survivor is at one step, so the last order stands), is stopped once it says it trains on,
+  // before the new group has met at its address. The other two wait for the meeting, agree again
+  // without it (2 of 3) and train on; resumed, worker 0 finds its meeting over and the group gone
+  // on, and joins it as one left behind.
+  testing::TempDir dir("gloo-second-loss");
+  auto const started = std::chrono::steady_clock::now();
+  auto tasks = testing::start_cluster(program, "rejoin-3-5", dir.path, 0, 4);
+  auto const says = [&](int worker, std::string_view what) {
+    return testing::read_file(tasks[worker].log).find(what) != std::string::npos;
+  };
+  while (!says(0, "trains on as process 0 of 3") &&
+         std::chrono::steady_clock::now() - started < 60s)
+    std::this_thread::sleep_for(1ms);
+  ::kill(tasks[0].pid, SIGSTOP);
+  REQUIRE_MESSAGE(says(0, "trains on as process 0 of 3"), testing::read_file(tasks[0].log));
+  while (!says(1, "trains on as process 0 of 2") &&
+         std::chrono::steady_clock::now() - started < 60s)
+    std::this_thread::sleep_for(20ms);
+  ::kill(tasks[0].pid, SIGCONT);
+  CHECK(testing::finish(tasks, std::chrono::steady_clock::now() + 120s) == 0);
+  CHECK(tasks[3].status == 9);
+  for (int w = 0; w < 3; ++w) CHECK_MESSAGE(tasks[w].status == 0, testing::read_file(tasks[w].log));
+  check_one_state(dir.path, 3, rejoin_steps);
+  auto const one = testing::read_file(tasks[1].log);
+  CHECK_MESSAGE(one.find("could not meet the group of generation 1") != std::string::npos, one);
+  CHECK_MESSAGE(one.find("lost worker:0 at") != std::string::npos, one);
+  auto const zero = testing::read_file(tasks[0].log);
+  CHECK_MESSAGE(
+      zero.find("(left behind by the group) asks the group to take it in") != std::string::npos,
+      zero);
+  CHECK_MESSAGE(zero.find("joins as process 2 of 3") != std::string::npos, zero);
+}
+
+TEST_CASE(
     "a killed worker started again joins the group at a step boundary and all finish as one") {
   // Of 2 workers, worker 0 trains on alone: a group of one keeps its board for the knock.
   for (auto const& run : {std::pair{3, 1}, std::pair{3, 0}, std::pair{2, 1}}) {

@@ -90,9 +90,11 @@ class HostFabric {
   /// loopback without allow_plaintext, TimeoutError naming the processes that never came.
   ///
   /// `members`: the group that trains, after a regroup; empty: every worker of the cluster.
+  /// `meeting`: how long its processes wait for each other to meet (zero: bootstrap_timeout).
   template <class Group>
   HostFabric(Gloo const& policy, Group& group, BucketPlan const& plan,
-             std::optional<bootstrap::Group> members = {})
+             std::optional<bootstrap::Group> members = {},
+             std::chrono::milliseconds meeting = std::chrono::milliseconds(0))
       : policy_(policy),
         group_(policy.cluster, group.size(), "comm::Gloo",
                members ? std::move(members) : joined(policy)),
@@ -120,13 +122,12 @@ class HostFabric {
     detail::SigpipeBlocked const no_sigpipe;
     context_ =
         connect_mesh(group_.addresses(), static_cast<int>(group_.process()), listen, policy.timeout,
-                     bootstrap::Options{.timeout = policy.bootstrap_timeout,
-                                        // A regrouped group's members start within moments
-                                        // of each other: ask again soon.
-                                        .retry = group_.members().generation > 0
-                                                     ? std::chrono::milliseconds(50)
-                                                     : std::chrono::milliseconds(500),
-                                        .run = group_.run()});
+                     bootstrap::Options{
+                         .timeout = meeting.count() > 0 ? meeting : policy.bootstrap_timeout,
+                         // A regrouped group's members start within moments of each other.
+                         .retry = group_.members().generation > 0 ? std::chrono::milliseconds(50)
+                                                                  : std::chrono::milliseconds(500),
+                         .run = group_.run()});
     try {
       allreducer_ = std::make_unique<Allreducer>(context_, policy.algorithm, policy.timeout);
     } catch (::gloo::Exception const& e) {  // a peer lost as the processes first talk
@@ -189,41 +190,43 @@ class HostFabric {
                 << why << "); regrouping" << std::endl;
     }
     exchange_->stop();
-    auto const joiners = group_.joiners();  // before the board goes
-    auto const gone = group_.gone();
+    auto options = regroup_options(step_time);  // the board's joiners and gone, before it goes
     group_.close_liveness();
     if (context_) close_connections();
-    // The survivors notice the loss within about a step of one another (the first to notice
-    // closes its connections, which fails the others' next allreduce at once): the window and
-    // the patience for a silent lower rank follow the step's time.
-    bootstrap::RegroupOptions options;
-    options.window = std::chrono::milliseconds(2000) + 2 * step_time;
-    options.patience = std::chrono::milliseconds(500) + step_time;
-    options.min_workers = policy_.min_workers;
-    options.newcomers = joiners;
-    options.gone = gone;
-    options.max_workers = policy_.max_workers;
-    options.run = bootstrap::run_identity(group_.cluster());
-    bootstrap::Group next;
-    try {
-      next = bootstrap::regroup(group_.cluster(), group_.members(), step, options,
-                                policy_.bootstrap_timeout);
-    } catch (bootstrap::LeftBehind const&) {
-      // The others went on without this process (stopped, or cut off, past their timeout, or it
-      // came too late): a group that still trains takes it in as one started again, at its next
-      // step boundary, and it heals from a live peer. None within 3 s: the error stands.
-      auto const me = group_.members().workers.at(group_.process());
-      auto joined = knock_and_join(group_.cluster(), me, "left behind by the group",
-                                   std::chrono::seconds(3), policy_.bootstrap_timeout);
-      if (!joined) throw;
-      next = std::move(*joined);
-    }
-    std::clog << "convoy: " << group_.task() << " trains on as process " << next.rank << " of "
-              << next.workers.size() << " (the group's generation " << next.generation << ")"
-              << std::endl;
     Gloo policy = policy_;
     policy.cluster = group_.cluster();
-    return std::make_unique<HostFabric>(policy, group, plan, next);
+    // The members start to meet within the leader's answers of one another.
+    auto const meeting = std::min(policy_.bootstrap_timeout, options.window + 4 * options.patience);
+    bootstrap::Group last = group_.members();
+    std::string unmet;  // why the last agreed group could not meet
+    for (;;) {
+      auto next = agree(last, step, options);
+      // Agreed again (not taken in by a group that went on: a later generation) by every member.
+      bool const same_members = next.generation == last.generation + 1 &&
+                                std::ranges::includes(sorted(next.workers), sorted(last.workers));
+      if (!unmet.empty() && same_members) {
+        throw Error("convoy: " + group_.task() + "'s group of generation " +
+                    std::to_string(last.generation) + " could not meet (" + unmet +
+                    "), and every member of it is still there");
+      }
+      std::clog << "convoy: " << group_.task() << " trains on as process " << next.rank << " of "
+                << next.workers.size() << " (the group's generation " << next.generation << ")"
+                << std::endl;
+      try {
+        return std::make_unique<HostFabric>(policy, group, plan, next, meeting);
+      } catch (ProtocolError const&) {
+        throw;  // another run, or a peer that does not speak the protocol: no loss
+      } catch (Error const& e) {
+        // A member lost after the agreement, before the group met (the new rank 0's rendezvous,
+        // Gloo's pairs): the others agree again, on this group, and go on without it.
+        unmet = e.what();
+        std::clog << "convoy: " << group_.task() << " could not meet the group of generation "
+                  << next.generation << " (" << unmet << "); regrouping again" << std::endl;
+        last = std::move(next);
+        options.newcomers.clear();
+        options.gone.clear();
+      }
+    }
   }
   /// Stops this process's exchange; the other processes' next allreduce fails. The connections
   /// close once no allreduce of this process is in progress: Gloo's closeConnections() does not
@@ -282,6 +285,44 @@ class HostFabric {
       }
     }
     return std::nullopt;
+  }
+
+  // The agreement's options: the window and the patience for a silent lower rank follow the step's
+  // time (the survivors notice a loss within about a step of one another: the first to notice
+  // closes its connections, which fails the others' next allreduce at once); the processes that
+  // asked the board to join, and the members it saw end.
+  bootstrap::RegroupOptions regroup_options(std::chrono::milliseconds step_time) const {
+    bootstrap::RegroupOptions options;
+    options.window = std::chrono::milliseconds(2000) + 2 * step_time;
+    options.patience = std::chrono::milliseconds(500) + step_time;
+    options.min_workers = policy_.min_workers;
+    options.newcomers = group_.joiners();
+    options.gone = group_.gone();
+    options.max_workers = policy_.max_workers;
+    options.run = bootstrap::run_identity(group_.cluster());
+    return options;
+  }
+
+  // The group this process (last.rank) agrees on with the other members of `last`. When the others
+  // went on without it (stopped, or cut off, past their timeout, or it came too late), a group that
+  // still trains takes it in as one started again, at its next step boundary, and it heals from a
+  // live peer; none within 3 s: the error stands.
+  bootstrap::Group agree(bootstrap::Group const& last, std::int64_t step,
+                         bootstrap::RegroupOptions const& options) const {
+    try {
+      return bootstrap::regroup(group_.cluster(), last, step, options, policy_.bootstrap_timeout);
+    } catch (bootstrap::LeftBehind const&) {
+      auto const me = last.workers.at(last.rank);
+      auto joined = knock_and_join(group_.cluster(), me, "left behind by the group",
+                                   std::chrono::seconds(3), policy_.bootstrap_timeout);
+      if (!joined) throw;
+      return std::move(*joined);
+    }
+  }
+
+  static std::vector<std::size_t> sorted(std::vector<std::size_t> v) {
+    std::ranges::sort(v);
+    return v;
   }
 
   // Where Gloo's TCP connections listen: the policy's host or interface, else this task's host in
