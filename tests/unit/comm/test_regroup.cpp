@@ -4,9 +4,12 @@
 // not a quorum ends with an error naming who was lost, a member the liveness board saw end is not
 // waited for, and a leader lost during the agreement is lost like any other member.
 #include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <convoy/cluster/cluster.hpp>
 #include <convoy/comm/bootstrap/regroup.hpp>
@@ -42,15 +45,29 @@ struct Outcome {
 // Runs the agreement on the ranks of `alive` (of a group of `size`), rank r with global step
 // steps[r], after late[r]; `restarted`, one of them, asks rank 0 to join instead, as a process
 // started again does; `gone`: the ranks the leader's board saw end, waited for 100 ms, the others
-// `patience`. Returns each one's outcome, and what the leader logged in `log`.
+// `patience`; `held`: worker 0's address is held by a socket that listens and never answers (as
+// its liveness board holds it until it leaves to regroup, or as a stopped process's is) until
+// worker 0 starts, if it does. Returns each one's outcome, and what the leader logged in `log`.
 std::vector<Outcome> agree(std::size_t size, std::vector<std::size_t> const& alive,
                            std::vector<std::int64_t> const& steps, std::string& log,
                            std::size_t min_workers = 1,
                            std::vector<std::chrono::milliseconds> const& late = {},
                            std::optional<std::size_t> restarted = {},
                            std::vector<std::size_t> const& gone = {},
-                           std::chrono::milliseconds patience = 400ms) {
+                           std::chrono::milliseconds patience = 400ms, bool held = false) {
   auto const cluster = loopback_cluster(size);
+  std::atomic<int> listener = -1;
+  if (held) {
+    listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    auto const& address = cluster.worker_address(0);
+    at.sin_port =
+        htons(static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))));
+    REQUIRE(::bind(listener, reinterpret_cast<sockaddr const*>(&at), sizeof at) == 0);
+    REQUIRE(::listen(listener, 16) == 0);
+  }
   comm::bootstrap::Group last{.workers = {}, .rank = 0, .generation = 4};
   for (std::size_t w = 0; w < size; ++w) last.workers.push_back(w);
   std::ostringstream out;
@@ -66,6 +83,8 @@ std::vector<Outcome> agree(std::size_t size, std::vector<std::size_t> const& ali
     for (auto r : alive) {
       threads.emplace_back([&, r] {
         if (r < late.size()) std::this_thread::sleep_for(late[r]);
+        // Worker 0's board gives its address up as it leaves to regroup.
+        if (auto const fd = r == 0 ? listener.exchange(-1) : -1; fd >= 0) ::close(fd);
         auto mine = last;
         mine.rank = r;
         try {
@@ -81,6 +100,7 @@ std::vector<Outcome> agree(std::size_t size, std::vector<std::size_t> const& ali
       });
     }
   }
+  if (auto const fd = listener.exchange(-1); fd >= 0) ::close(fd);
   log = out.str();
   return outcomes;
 }
@@ -163,7 +183,7 @@ TEST_CASE("nobody lost: every member comes and the leader closes at once") {
 TEST_CASE("worker 0 notices late: worker 1, leading meanwhile, hands the lead over and all go on") {
   std::string log;
   // Past worker 1's 400 ms patience with it, within its 1.5 s window.
-  auto const got = agree(3, {0, 1, 2}, {6, 6, 6}, log, 1, {700ms, 0ms, 0ms});
+  auto const got = agree(3, {0, 1, 2}, {6, 6, 6}, log, 1, {700ms, 0ms, 0ms}, {}, {}, 400ms, true);
   for (std::size_t r : {0u, 1u, 2u}) {
     CAPTURE(r);
     REQUIRE_MESSAGE(got[r].group, got[r].error);
@@ -301,4 +321,32 @@ TEST_CASE("a member of an older generation is silence to a later one's, not a re
   }
   CHECK_FALSE(got[0].group);
   CHECK_MESSAGE(got[0].error.find("1 of 3 remain") != std::string::npos, got[0].error);
+}
+
+TEST_CASE("worker 0 of 3 ended (its address refuses): the others wait for it 100 ms, not 3 s") {
+  // No board saw it: worker 0 kept the board. Nothing listens at its address, as after its death.
+  std::string log;
+  auto const started = std::chrono::steady_clock::now();
+  auto const got = agree(3, {1, 2}, {4, 4, 4}, log, 1, {}, {}, {}, 3s);
+  CHECK(std::chrono::steady_clock::now() - started < 2s);
+  for (std::size_t r : {1u, 2u}) {
+    CAPTURE(r);
+    REQUIRE_MESSAGE(got[r].group, got[r].error);
+    CHECK(got[r].group->workers == std::vector<std::size_t>{1, 2});
+  }
+  CHECK_MESSAGE(log.find("lost worker:0 at 127.0.0.1:") != std::string::npos, log);
+}
+
+TEST_CASE("worker 0 of 3 silent but holding its address (stopped): it gets the whole patience") {
+  // A listening socket that never answers stands for a stopped process: the kernel takes the
+  // connections, so the address does not refuse, and the others wait their patience.
+  std::string log;
+  auto const started = std::chrono::steady_clock::now();
+  auto const got = agree(3, {1, 2}, {4, 4, 4}, log, 1, {}, {}, {}, 1s, /*held=*/true);
+  CHECK(std::chrono::steady_clock::now() - started >= 1500ms);
+  for (std::size_t r : {1u, 2u}) {
+    CAPTURE(r);
+    REQUIRE_MESSAGE(got[r].group, got[r].error);
+    CHECK(got[r].group->workers == std::vector<std::size_t>{1, 2});
+  }
 }

@@ -33,6 +33,7 @@
 #include "../../cluster/cluster.hpp"
 #include "../../cluster/host_lookup.hpp"
 #include "../../core/error.hpp"
+#include "../detail/refuses_connections.hpp"
 #include "../detail/zmq_poll.hpp"
 #include "run_identity.hpp"
 
@@ -44,7 +45,9 @@ struct RegroupOptions {
   /// Members of the last group (by its ranks) known to have ended: the liveness board saw the
   /// connection each beat on close with no word (LivenessBoard::gone()). The leader waits
   /// `gone_patience` for them instead of `patience`: a survivor that is slow to notice the loss
-  /// still beats, and one that noticed said it leaves to regroup.
+  /// still beats, and one that noticed said it leaves to regroup. The last group's rank 0, the
+  /// board's own process, is taken for ended when its address refuses connections, and waited
+  /// for as long.
   std::vector<std::size_t> gone{};
   std::chrono::milliseconds gone_patience{100};
   /// How long the leader takes registrations at most: it closes sooner once every member of the
@@ -196,7 +199,8 @@ class Regroup {
       auto const asked = following_ ? *following_ : candidate_;
       auto answer = ask(asked);
       if (!answer) {  // silent: a lost process, or the leader lost meanwhile
-        if (std::chrono::steady_clock::now() - silent_since < options_.patience) continue;
+        auto const wait = !following_ && ended(asked) ? gone_patience() : options_.patience;
+        if (std::chrono::steady_clock::now() - silent_since < wait) continue;
         if (following_) {
           leader_lost();
         } else {
@@ -252,17 +256,30 @@ class Regroup {
     following_.reset();
   }
 
+  // Whether member `rank` is known to have ended: the liveness board saw it (options.gone), or,
+  // for the last group's rank 0, its address refuses connections. Its board held that address
+  // until it left to regroup and its regroup's socket holds it after, so a refusal there is the
+  // kernel's word that the process is gone (a killed process's ports close with it). Any other
+  // member binds its address only once it regroups: silence there says nothing before the
+  // patience.
+  bool ended(std::size_t rank) const {
+    if (std::ranges::find(options_.gone, rank) != options_.gone.end()) return true;
+    return rank == 0 &&
+           comm::detail::refuses_connections(address(0), std::chrono::milliseconds(50));
+  }
+  std::chrono::milliseconds gone_patience() const {
+    return std::min(options_.gone_patience, options_.patience);
+  }
+
   // The leader's: every member of the last group has registered or been silent for `patience`
   // (the survivors notice a loss within moments of each other, and serve as soon as they do), or
-  // for `gone_patience` where the board saw it end.
+  // for `gone_patience` where it is known to have ended.
   bool settled(std::chrono::steady_clock::time_point now) const {
     for (auto c : options_.newcomers)
       if (!joined_.contains(c)) return false;  // it knocked a moment ago: within the window
     for (std::size_t r = 0; r < last_.workers.size(); ++r) {
       if (r == me_ || steps_.contains(r)) continue;
-      bool const gone = std::ranges::find(options_.gone, r) != options_.gone.end();
-      auto const wait =
-          gone ? std::min(options_.gone_patience, options_.patience) : options_.patience;
+      auto const wait = ended_.contains(r) ? gone_patience() : options_.patience;
       auto const silent = silent_since_.find(r);
       if (silent == silent_since_.end() || now - silent->second < wait) return false;
     }
@@ -280,9 +297,10 @@ class Regroup {
     auto const rank = missing[probe_++ % missing.size()];
     auto const answer = ask(rank);
     if (!answer) {
-      // A member the board saw end is timed from the end of this first silent ask, so that one
+      // A member known to have ended is timed from the end of this first silent ask, so that one
       // taken for gone in error (still binding its socket) has a second chance to answer.
-      bool const gone = std::ranges::find(options_.gone, rank) != options_.gone.end();
+      bool const gone = ended(rank);
+      if (gone) ended_.insert(rank);
       silent_since_.try_emplace(rank, gone ? std::chrono::steady_clock::now() : now);
       return;
     }
@@ -381,6 +399,7 @@ class Regroup {
       return reply("refused", "a malformed regroup request");
     auto const them = (*rank)[0];
     if (leading_ && !closed_) {
+      if (them < me_) return hand_over(them);
       steps_[them] = *step;
       return reply("lead", "");
     }
@@ -392,6 +411,16 @@ class Regroup {
     }
     if (following_) return reply("follow", std::to_string(*following_));
     return reply("searching", "");
+  }
+
+  // A lower rank asks only as a leader asks the members it misses (a searcher asks lower ranks, a
+  // follower its leader): it noticed the loss later than this process, which leads meanwhile, and
+  // takes the lead over. This process follows it, and tells its own registrants so.
+  void hand_over(std::size_t lower) {
+    leading_ = false;
+    steps_.clear();
+    following_ = lower;
+    reply("follow", std::to_string(lower));
   }
 
   // A process started again, registering as "+<cluster rank>": the leader takes it in while open.
@@ -421,6 +450,8 @@ class Regroup {
 
   void lead() {
     leading_ = true;
+    silent_since_.clear();  // of an earlier lead, handed over since
+    ended_.clear();
     closes_ = std::chrono::steady_clock::now() + options_.window;
     steps_[me_] = step_;
     if (!serving_) {
@@ -522,6 +553,7 @@ class Regroup {
   std::size_t candidate_ = 0;  // the lower rank asked next
   std::size_t probe_ = 0;      // a leader's: the members asked so far
   std::map<std::size_t, std::chrono::steady_clock::time_point> silent_since_;  // the leader's
+  std::set<std::size_t> ended_;  // the leader's: silent members known to have ended (ended())
   std::chrono::steady_clock::time_point closes_;  // the leader's window
   std::map<std::size_t, std::int64_t> steps_;     // the leader's: each member's global step
   std::vector<std::size_t> agreed_;               // the leader's: the new group, by cluster rank
