@@ -12,7 +12,7 @@
 //     exchange (the ceiling), and against in-process Mirrored with 2 replicas.
 // Then recovery: the last of 3 synchronous workers killed with SIGKILL, the time to worker 0's next
 // step as the others regroup, against every task restarted from the checkpoint
-// (benchmarks/recovery.hpp).
+// (benchmarks/recovery.hpp); and worker 0 killed, the time to worker 1's next step.
 // Every figure is a ratio to one measured in the same run; each is the best of --repeats.
 //
 // Run: build/benchmarks/bench_gloo [--repeats N] [--steps N] [--quick] [--csv PATH] [--json PATH]
@@ -397,6 +397,25 @@ int main(int argc, char** argv) {
   recovery.set("benchmark", "gloo").set("part", "recovery").set("recovery_steps", recover_steps);
   recovery.set("recovery_kill_after", kill_after);
   bench::recovery::report(*figures, recovery, "convoy: the other 2 train on; worker 2 rejoins");
+  // Worker 0 killed instead: the rendezvous and the liveness board go with it, and the others know
+  // it ended from its address, which refuses connections (comm/bootstrap/regroup.hpp).
+  auto const first =
+      bench::recovery::best_of({.program = program,
+                                .scenario = "recover:1:" + std::to_string(recover_steps) + ":0",
+                                .kill_after = kill_after,
+                                .ps = 0,
+                                .workers = 3,
+                                .victim = 0},
+                               repeats, /*with_peers=*/false);
+  if (!first) return 1;
+  auto const& zero = first->convoy_way;
+  std::printf("%-52s %12.4f %12.1f %12.4f\n", "convoy, worker 0 killed: the other 2 train on",
+              zero.to_next_step, zero.to_next_step / zero.step_seconds, zero.restart_to_step);
+  std::printf("worker 0 killed / worker 2 killed, kill to the next step: %.2f\n",
+              zero.to_next_step / figures->convoy_way.to_next_step);
+  recovery.set("recovery_worker0_kill_to_step_seconds", zero.to_next_step)
+      .set("recovery_worker0_restart_to_step_seconds", zero.restart_to_step)
+      .set("recovery_worker0_over_last", zero.to_next_step / figures->convoy_way.to_next_step);
   results.add(std::move(recovery));
   return results.write() ? 0 : 1;
 }

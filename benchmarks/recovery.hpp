@@ -1,11 +1,12 @@
 // The recovery benchmark of bench_ps (the MLP), bench_torch (the ResNet example) and bench_gloo
-// (the MLP, 3 Gloo workers): a synchronous cluster whose last worker is killed with SIGKILL once it
-// has done `kill_after` steps. Measured: the time from the kill to the next step worker 0
-// completes, and from starting it again to its first step in the group, convoy's way (the others
-// train on; the killed worker rejoins), against the peers' way (torchrun's: every task stopped at
-// once and the whole job started again, the chief resuming from the latest checkpoint), with the
-// global steps that way trains a second time. Every task is the benchmark program itself, started
-// again with `--task SCENARIO DIR` (tests/support/processes.hpp); it logs each step with a StepLog.
+// (the MLP, 3 Gloo workers): a synchronous cluster whose last worker (or the one named) is killed
+// with SIGKILL once it has done `kill_after` steps. Measured: the time from the kill to the next
+// step worker 0 completes (worker 1, when worker 0 is the one killed), and from starting it again
+// to its first step in the group, convoy's way (the others train on; the killed worker rejoins),
+// against the peers' way (torchrun's: every task stopped at once and the whole job started again,
+// the chief resuming from the latest checkpoint), with the global steps that way trains a second
+// time. Every task is the benchmark program itself, started again with `--task SCENARIO DIR`
+// (tests/support/processes.hpp); it logs each step with a StepLog.
 #pragma once
 
 #include <signal.h>
@@ -113,6 +114,7 @@ struct Setup {
   std::chrono::seconds patience{60};
   int ps = 1;
   int workers = 2;
+  int victim = -1;  ///< the worker killed; -1: the last (worker 1 then watches for the next step)
 };
 
 /// One trial, convoy's way or the peers' way.
@@ -121,8 +123,10 @@ inline Trial trial(Setup const& setup, bool peers_way) {
   std::filesystem::create_directories(dir.path / "checkpoints");
   std::string const spec = testing::cluster_spec(setup.ps, setup.workers);
   std::size_t const count = static_cast<std::size_t>(setup.ps + setup.workers);
-  std::size_t const victim = count - 1;  // the last worker
-  std::string const victim_name = "worker" + std::to_string(setup.workers - 1);
+  int const victim_worker = setup.victim < 0 ? setup.workers - 1 : setup.victim;
+  std::size_t const victim = static_cast<std::size_t>(setup.ps + victim_worker);
+  std::string const victim_name = "worker" + std::to_string(victim_worker);
+  std::string const watched = victim_worker == 0 ? "worker1" : "worker0";  // for the next step
   std::vector<testing::Task> tasks(count);
   // `again`: a task started again, told so as tools/convoy-launch tells it (CONVOY_RESTART).
   auto start = [&](testing::Task& t, std::string const& log, bool again = false) {
@@ -163,12 +167,14 @@ inline Trial trial(Setup const& setup, bool peers_way) {
   testing::reap(tasks[victim], 0);
   if (peers_way) {
     // As torchrun's agent: every other task stopped, then the whole job started again.
-    for (std::size_t i = 0; i < victim; ++i) ::kill(tasks[i].pid, SIGKILL);
-    for (std::size_t i = 0; i < victim; ++i) testing::reap(tasks[i], 0);
-    auto const last = read_marks(step_files(dir.path, "worker0").front());
+    for (std::size_t i = 0; i < count; ++i)
+      if (i != victim) ::kill(tasks[i].pid, SIGKILL);
+    for (std::size_t i = 0; i < count; ++i)
+      if (i != victim) testing::reap(tasks[i], 0);
+    auto const last = read_marks(step_files(dir.path, watched).front());
     for (std::size_t i = 0; i < count; ++i) start(tasks[i], "again" + std::to_string(i) + ".log");
-    // A step worker 0 had in flight may end after the kill: only the new process's count.
-    auto const next = first_step_after(dir.path, "worker0", killed, 1, setup.patience);
+    // A step the watched worker had in flight may end after the kill: only the new process's count.
+    auto const next = first_step_after(dir.path, watched, killed, 1, setup.patience);
     if (!next || last.empty()) return r;
     r.to_next_step = std::chrono::duration<double>(next->at - killed).count();
     r.steps_redone = last.back().global - (next->global - 1);
@@ -178,7 +184,7 @@ inline Trial trial(Setup const& setup, bool peers_way) {
     // finished before the kill came and before it wrote the line.
     auto const victim_steps = read_marks(step_files(dir.path, victim_name).front());
     std::int64_t const from = victim_steps.empty() ? 0 : victim_steps.back().global + 2;
-    auto const next = first_step_after(dir.path, "worker0", killed, 0, setup.patience, from);
+    auto const next = first_step_after(dir.path, watched, killed, 0, setup.patience, from);
     if (!next) return r;
     r.to_next_step = std::chrono::duration<double>(next->at - killed).count();
     auto const restarted = clock_type::now();
@@ -204,10 +210,12 @@ inline Trial trial(Setup const& setup, bool peers_way) {
 struct Figures {
   Trial convoy_way, peers_way;
 };
-inline std::optional<Figures> best_of(Setup const& setup, int repeats) {
+/// `with_peers` false: convoy's way only.
+inline std::optional<Figures> best_of(Setup const& setup, int repeats, bool with_peers = true) {
   Figures best;
   for (int r = 0; r < repeats; ++r) {
     for (bool peers : {false, true}) {
+      if (peers && !with_peers) continue;
       auto const got = trial(setup, peers);
       if (!got.ok) return std::nullopt;
       auto& kept = peers ? best.peers_way : best.convoy_way;
