@@ -341,14 +341,14 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
                  trainer.strategy().weights(), trainer.strategy().global_step());
     return 0;
   }
-  // "rejoin-R-S": rank R killed after global step S in its first life (CONVOY_RESTART unset);
-  // started again, it joins the others, and all three reach step rejoin_steps.
+  // "rejoin-R-S[-U]": rank R killed after global step S in its first life (CONVOY_RESTART unset);
+  // started again, it joins the others, and all reach step U (default rejoin_steps).
   if (scenario.starts_with("rejoin-")) {
     int rank = -1;
-    long long step = 0;
-    std::sscanf(scenario.c_str(), "rejoin-%d-%lld", &rank, &step);
+    long long step = 0, until = rejoin_steps;
+    std::sscanf(scenario.c_str(), "rejoin-%d-%lld-%lld", &rank, &step, &until);
     if (char const* again = std::getenv("CONVOY_RESTART"); again && std::atoi(again) > 0) rank = -1;
-    return rows_task(dir, rejoin_steps, {.rank = rank, .step = step}, false);
+    return rows_task(dir, until, {.rank = rank, .step = step}, false);
   }
   // "rows-R-S-G[-U]": rank R killed after global step S; the others reach step 40 (or U, then
   // checkpointing in dir/ckpt, from which a later run resumes), each replica's batch kept (G 0)
@@ -795,38 +795,57 @@ TEST_CASE(
 TEST_CASE(
     "a second loss between the agreement and the meeting: the others agree again without it; "
     "the lost one, resumed, joins them") {
-  // Of 4 workers, worker 3 ends itself after step 5; worker 0, the new group's rank 0 (every
-  // survivor is at one step, so the last order stands), is stopped once it says it trains on,
-  // before the new group has met at its address. The other two wait for the meeting, agree again
-  // without it (2 of 3) and train on; resumed, worker 0 finds its meeting over and the group gone
-  // on, and joins it as one left behind.
-  testing::TempDir dir("gloo-second-loss");
-  auto const started = std::chrono::steady_clock::now();
-  auto tasks = testing::start_cluster(program, "rejoin-3-5", dir.path, 0, 4);
-  auto const says = [&](int worker, std::string_view what) {
-    return testing::read_file(tasks[worker].log).find(what) != std::string::npos;
-  };
-  while (!says(0, "trains on as process 0 of 3") &&
-         std::chrono::steady_clock::now() - started < 60s)
-    std::this_thread::sleep_for(1ms);
-  ::kill(tasks[0].pid, SIGSTOP);
-  REQUIRE_MESSAGE(says(0, "trains on as process 0 of 3"), testing::read_file(tasks[0].log));
-  while (!says(1, "trains on as process 0 of 2") &&
-         std::chrono::steady_clock::now() - started < 60s)
-    std::this_thread::sleep_for(20ms);
-  ::kill(tasks[0].pid, SIGCONT);
-  CHECK(testing::finish(tasks, std::chrono::steady_clock::now() + 120s) == 0);
-  CHECK(tasks[3].status == 9);
-  for (int w = 0; w < 3; ++w) CHECK_MESSAGE(tasks[w].status == 0, testing::read_file(tasks[w].log));
-  check_one_state(dir.path, 3, rejoin_steps);
-  auto const one = testing::read_file(tasks[1].log);
-  CHECK_MESSAGE(one.find("could not meet the group of generation 1") != std::string::npos, one);
-  CHECK_MESSAGE(one.find("lost worker:0 at") != std::string::npos, one);
-  auto const zero = testing::read_file(tasks[0].log);
-  CHECK_MESSAGE(
-      zero.find("(left behind by the group) asks the group to take it in") != std::string::npos,
-      zero);
-  CHECK_MESSAGE(zero.find("joins as process 2 of 3") != std::string::npos, zero);
+  // Of 4 workers, worker 3 ends itself after step 5; the new group's rank 0 (the survivor furthest
+  // on, worker 0 on equal steps) is stopped once it says it trains on, before the new group has
+  // met at its address. The other two wait for the meeting, agree again without it (2 of 3) and
+  // train on; resumed, it finds its meeting over and the group gone on, and joins it as one left
+  // behind. The stop may come after the new group met (within moments of the line): that worker
+  // is then lost in training, as other cases test. Such a trial is run again, up to three in all.
+  for (int trial = 1;; ++trial) {
+    CAPTURE(trial);
+    testing::TempDir dir("gloo-second-loss");
+    auto const deadline = std::chrono::steady_clock::now() + 60s;
+    // 12000 steps: the two go on long enough after their regroup (6000 took them 2-3 s here) for
+    // the stopped one, resumed, to fail its meeting, find itself alone and knock.
+    auto tasks = testing::start_cluster(program, "rejoin-3-5-12000", dir.path, 0, 4);
+    auto const log_of = [&](int worker) { return testing::read_file(tasks[worker].log); };
+    auto const saying = [&](std::string_view what) {  // the first of workers 0-2 to say it
+      for (int w = 0; w < 3; ++w)
+        if (log_of(w).find(what) != std::string::npos) return w;
+      return -1;
+    };
+    int stopped = -1;
+    while ((stopped = saying("trains on as process 0 of 3")) < 0 &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
+    REQUIRE(stopped >= 0);
+    ::kill(tasks[stopped].pid, SIGSTOP);
+    while (saying("of 2 (the group's generation 2)") < 0 &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
+    ::kill(tasks[stopped].pid, SIGCONT);
+    CHECK(testing::finish(tasks, std::chrono::steady_clock::now() + 120s) == 0);
+    std::string others;  // the two that went on
+    for (int w = 0; w < 3; ++w)
+      if (w != stopped) others += log_of(w);
+    bool const met = others.find("could not meet the group of generation 1") == std::string::npos;
+    if (met && trial < 3) {
+      MESSAGE("the group met before worker " << stopped << " stopped; trial " << trial << " again");
+      continue;
+    }
+    CHECK(tasks[3].status == 9);
+    for (int w = 0; w < 3; ++w) CHECK_MESSAGE(tasks[w].status == 0, log_of(w));
+    check_one_state(dir.path, 3, 12000);
+    CHECK_MESSAGE(!met, others);
+    CHECK_MESSAGE(
+        others.find("lost worker:" + std::to_string(stopped) + " at") != std::string::npos, others);
+    auto const again = log_of(stopped);
+    CHECK_MESSAGE(
+        again.find("(left behind by the group) asks the group to take it in") != std::string::npos,
+        again);
+    CHECK_MESSAGE(again.find("joins as process 2 of 3") != std::string::npos, again);
+    break;
+  }
 }
 
 TEST_CASE(

@@ -177,7 +177,7 @@ class Regroup {
 
   Group run(std::chrono::milliseconds timeout) {
     auto const deadline = std::chrono::steady_clock::now() + timeout;
-    auto silent_since = std::chrono::steady_clock::now();
+    asking_anew();
     for (;;) {
       auto const now = std::chrono::steady_clock::now();
       if (now >= deadline) {
@@ -199,17 +199,16 @@ class Regroup {
       auto const asked = following_ ? *following_ : candidate_;
       auto answer = ask(asked);
       if (!answer) {  // silent: a lost process, or the leader lost meanwhile
-        auto const wait = !following_ && ended(asked) ? gone_patience() : options_.patience;
-        if (std::chrono::steady_clock::now() - silent_since < wait) continue;
+        if (!silent_long_enough(asked)) continue;
         if (following_) {
           leader_lost();
         } else {
           ++candidate_;
         }
-        silent_since = std::chrono::steady_clock::now();
+        asking_anew();
         continue;
       }
-      silent_since = std::chrono::steady_clock::now();
+      asking_anew();
       take_answer(asked, *answer);
     }
   }
@@ -242,6 +241,25 @@ class Regroup {
     }
   }
 
+  // Whether `asked` (the lower rank this process searches at, or its leader), silent again, has
+  // been silent for the patience; for one known to have ended, for gone_patience from when that was
+  // first seen, so that a live rank 0 between its board and its regroup's socket (a moment) gets a
+  // second chance.
+  bool silent_long_enough(std::size_t asked) {
+    auto const now = std::chrono::steady_clock::now();
+    if (!following_ && ended(asked)) {
+      if (!ended_since_) ended_since_ = now;
+      return now - *ended_since_ >= gone_patience();
+    }
+    ended_since_.reset();
+    return now - asking_since_ >= options_.patience;
+  }
+  // The rank this process asks changed, or answered: its silence is timed afresh.
+  void asking_anew() {
+    asking_since_ = std::chrono::steady_clock::now();
+    ended_since_.reset();
+  }
+
   // The leader this process registered with was lost too, before it answered: the search starts
   // again above it (every lower rank was silent to it, or handed it the lead), and the new leader
   // counts it among the lost. A lower rank that is still alive takes the lead from whoever leads
@@ -257,9 +275,10 @@ class Regroup {
   }
 
   // Whether member `rank` is known to have ended: the liveness board saw it (options.gone), or,
-  // for the last group's rank 0, its address refuses connections. Its board held that address
-  // until it left to regroup and its regroup's socket holds it after, so a refusal there is the
-  // kernel's word that the process is gone (a killed process's ports close with it). Any other
+  // for the last group's rank 0, its address refuses connections. Its board (or, when its group
+  // could not meet, its rendezvous) held that address until it left to regroup, and its regroup's
+  // socket holds it a moment after, so a refusal there that lasts is the kernel's word that the
+  // process is gone (a killed process's ports close with it). Any other
   // member binds its address only once it regroups: silence there says nothing before the
   // patience.
   bool ended(std::size_t rank) const {
@@ -297,17 +316,21 @@ class Regroup {
     auto const rank = missing[probe_++ % missing.size()];
     auto const answer = ask(rank);
     if (!answer) {
-      // A member known to have ended is timed from the end of this first silent ask, so that one
-      // taken for gone in error (still binding its socket) has a second chance to answer.
-      bool const gone = ended(rank);
-      if (gone) ended_.insert(rank);
-      silent_since_.try_emplace(rank, gone ? std::chrono::steady_clock::now() : now);
+      // A member known to have ended is timed from the end of the silent ask that first showed it,
+      // so that one taken for gone in error (still binding its socket) has a second chance.
+      if (!ended(rank)) {
+        ended_.erase(rank);
+        silent_since_.try_emplace(rank, now);
+      } else if (ended_.insert(rank).second) {
+        silent_since_[rank] = std::chrono::steady_clock::now();
+      }
       return;
     }
     silent_since_.erase(rank);
     if (rank > me_) return;
     leading_ = false;
     steps_.clear();
+    asking_anew();
     take_answer(rank, *answer);
   }
 
@@ -420,6 +443,7 @@ class Regroup {
     leading_ = false;
     steps_.clear();
     following_ = lower;
+    asking_anew();
     reply("follow", std::to_string(lower));
   }
 
@@ -550,8 +574,10 @@ class Regroup {
   std::optional<std::size_t> following_;  // the leader this process registered with
   std::optional<Group> result_;
   bool leading_ = false, closed_ = false;
-  std::size_t candidate_ = 0;  // the lower rank asked next
-  std::size_t probe_ = 0;      // a leader's: the members asked so far
+  std::size_t candidate_ = 0;                           // the lower rank asked next
+  std::chrono::steady_clock::time_point asking_since_;  // silent_long_enough()
+  std::optional<std::chrono::steady_clock::time_point> ended_since_;
+  std::size_t probe_ = 0;  // a leader's: the members asked so far
   std::map<std::size_t, std::chrono::steady_clock::time_point> silent_since_;  // the leader's
   std::set<std::size_t> ended_;  // the leader's: silent members known to have ended (ended())
   std::chrono::steady_clock::time_point closes_;  // the leader's window

@@ -199,7 +199,12 @@ class HostFabric {
     auto const meeting = std::min(policy_.bootstrap_timeout, options.window + 4 * options.patience);
     bootstrap::Group last = group_.members();
     std::string unmet;  // why the last agreed group could not meet
-    for (;;) {
+    // Each failed meeting is a loss, and a quorum bounds those; so does this, whatever happens.
+    for (std::size_t meetings = 0;; ++meetings) {
+      if (meetings > group_.cluster().worker_count()) {
+        throw Error("convoy: " + group_.task() + " regrouped " + std::to_string(meetings) +
+                    " times without meeting; the last: " + unmet);
+      }
       auto next = agree(last, step, options);
       // Agreed again (not taken in by a group that went on: a later generation) by every member.
       bool const same_members = next.generation == last.generation + 1 &&
