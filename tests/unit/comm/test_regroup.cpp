@@ -105,6 +105,16 @@ std::vector<Outcome> agree(std::size_t size, std::vector<std::size_t> const& ali
   return outcomes;
 }
 
+// Each of `ranks` agreed on the group of `workers`.
+void check_agreed(std::vector<Outcome> const& got, std::vector<std::size_t> const& ranks,
+                  std::vector<std::size_t> const& workers) {
+  for (auto r : ranks) {
+    CAPTURE(r);
+    REQUIRE_MESSAGE(got[r].group, got[r].error);
+    CHECK(got[r].group->workers == workers);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("worker 1 of 3 lost: 0 and 2 go on, the one that applied the last step first") {
@@ -212,11 +222,7 @@ TEST_CASE("worker 2 of 3 seen to end by the board: the leader closes without its
   // A patience of 3 s with the silent member, which the board saw end: waited for 100 ms.
   auto const got = agree(3, {0, 1}, {4, 4, 4}, log, 1, {}, {}, {2}, 3s);
   CHECK(std::chrono::steady_clock::now() - started < 2s);
-  for (std::size_t r : {0u, 1u}) {
-    CAPTURE(r);
-    REQUIRE_MESSAGE(got[r].group, got[r].error);
-    CHECK(got[r].group->workers == std::vector<std::size_t>{0, 1});
-  }
+  check_agreed(got, {0, 1}, {0, 1});
   CHECK_MESSAGE(log.find("lost worker:2 at 127.0.0.1:") != std::string::npos, log);
 }
 
@@ -224,11 +230,7 @@ TEST_CASE("a member taken for ended that comes at once is in the group") {
   std::string log;
   // The board saw worker 1's connection close as it left to regroup, its word not yet read.
   auto const got = agree(3, {0, 1, 2}, {4, 4, 4}, log, 1, {}, {}, {1}, 3s);
-  for (std::size_t r : {0u, 1u, 2u}) {
-    CAPTURE(r);
-    REQUIRE_MESSAGE(got[r].group, got[r].error);
-    CHECK(got[r].group->workers == std::vector<std::size_t>{0, 1, 2});
-  }
+  check_agreed(got, {0, 1, 2}, {0, 1, 2});
 }
 
 TEST_CASE("the leader lost while the others are registered with it: they agree without it") {
@@ -332,11 +334,7 @@ TEST_CASE("worker 0 of 3 ended (its address refuses): the others wait for it 100
   auto const started = std::chrono::steady_clock::now();
   auto const got = agree(3, {1, 2}, {4, 4, 4}, log, 1, {}, {}, {}, 3s);
   CHECK(std::chrono::steady_clock::now() - started < 2s);
-  for (std::size_t r : {1u, 2u}) {
-    CAPTURE(r);
-    REQUIRE_MESSAGE(got[r].group, got[r].error);
-    CHECK(got[r].group->workers == std::vector<std::size_t>{1, 2});
-  }
+  check_agreed(got, {1, 2}, {1, 2});
   CHECK_MESSAGE(log.find("lost worker:0 at 127.0.0.1:") != std::string::npos, log);
 }
 
@@ -347,9 +345,5 @@ TEST_CASE("worker 0 of 3 silent but holding its address (stopped): it gets the w
   auto const started = std::chrono::steady_clock::now();
   auto const got = agree(3, {1, 2}, {4, 4, 4}, log, 1, {}, {}, {}, 1s, /*held=*/true);
   CHECK(std::chrono::steady_clock::now() - started >= 1500ms);
-  for (std::size_t r : {1u, 2u}) {
-    CAPTURE(r);
-    REQUIRE_MESSAGE(got[r].group, got[r].error);
-    CHECK(got[r].group->workers == std::vector<std::size_t>{1, 2});
-  }
+  check_agreed(got, {1, 2}, {1, 2});
 }

@@ -328,9 +328,7 @@ class Regroup {
     }
     silent_since_.erase(rank);
     if (rank > me_) return;
-    leading_ = false;
-    steps_.clear();
-    asking_anew();
+    stop_leading();
     take_answer(rank, *answer);
   }
 
@@ -440,11 +438,17 @@ class Regroup {
   // follower its leader): it noticed the loss later than this process, which leads meanwhile, and
   // takes the lead over. This process follows it, and tells its own registrants so.
   void hand_over(std::size_t lower) {
+    stop_leading();
+    following_ = lower;
+    reply("follow", std::to_string(lower));
+  }
+  // A leader that hands the lead to a lower rank forgets what it held as the leader.
+  void stop_leading() {
     leading_ = false;
     steps_.clear();
-    following_ = lower;
+    silent_since_.clear();
+    ended_.clear();
     asking_anew();
-    reply("follow", std::to_string(lower));
   }
 
   // A process started again, registering as "+<cluster rank>": the leader takes it in while open.
@@ -474,8 +478,6 @@ class Regroup {
 
   void lead() {
     leading_ = true;
-    silent_since_.clear();  // of an earlier lead, handed over since
-    ended_.clear();
     closes_ = std::chrono::steady_clock::now() + options_.window;
     steps_[me_] = step_;
     if (!serving_) {

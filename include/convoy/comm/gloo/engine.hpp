@@ -208,7 +208,9 @@ class HostFabric {
       auto next = agree(last, step, options);
       // Agreed again (not taken in by a group that went on: a later generation) by every member.
       bool const same_members = next.generation == last.generation + 1 &&
-                                std::ranges::includes(sorted(next.workers), sorted(last.workers));
+                                std::ranges::all_of(last.workers, [&](std::size_t w) {
+                                  return std::ranges::find(next.workers, w) != next.workers.end();
+                                });
       if (!unmet.empty() && same_members) {
         throw Error("convoy: " + group_.task() + "'s group of generation " +
                     std::to_string(last.generation) + " could not meet (" + unmet +
@@ -323,11 +325,6 @@ class HostFabric {
       if (!joined) throw;
       return std::move(*joined);
     }
-  }
-
-  static std::vector<std::size_t> sorted(std::vector<std::size_t> v) {
-    std::ranges::sort(v);
-    return v;
   }
 
   // Where Gloo's TCP connections listen: the policy's host or interface, else this task's host in
