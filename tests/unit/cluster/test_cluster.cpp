@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace test_cluster_cluster {
+
 using convoy::testing::message_of;
 
 namespace {
@@ -823,3 +825,5 @@ TEST_CASE("what ZeroMQ binds: a host name becomes its address, numeric hosts and
                        doctest::Contains("rank 0's address 'localhost' has no port"),
                        ClusterError);
 }
+
+}  // namespace test_cluster_cluster

@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_comm_buckets {
+
 using namespace convoy;
 using comm::Bucket;
 using comm::BucketPlan;
@@ -451,3 +453,5 @@ TEST_CASE("a device replica's buckets go through host memory in stream order and
     CHECK(host.queue->empty());
   }
 }
+
+}  // namespace test_comm_buckets

@@ -27,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+namespace test_comm_collective_engine {
+
 namespace {
 
 using namespace convoy;
@@ -323,3 +325,5 @@ TEST_CASE("a learning rate changed between steps takes effect under the collecti
   collective.run(plan);
   CHECK(same_bits(collective.weights(), after_third));  // a rate of 0 from step 4 on
 }
+
+}  // namespace test_comm_collective_engine

@@ -29,6 +29,8 @@
 #include "processes.hpp"
 #include "zmq_watch.hpp"
 
+namespace test_comm_liveness {
+
 namespace {
 
 using namespace convoy;
@@ -310,3 +312,5 @@ TEST_CASE(
                 said);
   CHECK(said.find("of another run", said.find("of another run") + 1) == std::string::npos);
 }
+
+}  // namespace test_comm_liveness

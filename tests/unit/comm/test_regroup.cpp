@@ -25,6 +25,8 @@
 
 #include "processes.hpp"
 
+namespace test_comm_regroup {
+
 using namespace convoy;
 using namespace std::chrono_literals;
 
@@ -347,3 +349,5 @@ TEST_CASE("worker 0 of 3 silent but holding its address (stopped): it gets the w
   CHECK(std::chrono::steady_clock::now() - started >= 1500ms);
   check_agreed(got, {1, 2}, {1, 2});
 }
+
+}  // namespace test_comm_regroup

@@ -20,6 +20,8 @@
 #include "processes.hpp"
 #include "zmq_watch.hpp"
 
+namespace test_comm_rendezvous {
+
 using namespace convoy;
 using namespace std::chrono_literals;
 
@@ -131,3 +133,5 @@ TEST_CASE("a run's identity: the same for every task of a run, another for anoth
   CHECK(run_identity(a, nullptr).starts_with("cluster:"));
   CHECK(run_identity(a, "secret").find("secret") == std::string::npos);
 }
+
+}  // namespace test_comm_rendezvous

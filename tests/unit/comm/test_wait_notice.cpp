@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+namespace test_comm_wait_notice {
+
 using convoy::comm::in_process::WaitNotice;
 
 namespace {
@@ -51,3 +53,5 @@ TEST_CASE("busy replicas, one replica, or no log: no notice") {
   CHECK(feed(quiet, 200, 0.004, 0.0001) == 0);
   CHECK(log.str().empty());
 }
+
+}  // namespace test_comm_wait_notice

@@ -20,6 +20,8 @@
 #include "processes.hpp"
 #include "shard_peer.hpp"
 
+namespace test_comm_zmq_ps_heartbeat {
+
 using namespace convoy;
 using namespace convoy::comm::zmq_ps;
 namespace wire = convoy::comm::zmq_ps;  // zmq::decode (Z85) would be found too
@@ -168,3 +170,5 @@ TEST_CASE("a worker names the shard that went silent, within its heartbeat") {
   CHECK(log.str().find("worker 0 lost ps:0 at 127.0.0.1:") != std::string::npos);
   CHECK(log.str().find("silent for over 300 ms") != std::string::npos);
 }
+
+}  // namespace test_comm_zmq_ps_heartbeat

@@ -7,6 +7,8 @@
 #include <convoy/sync/bounded_staleness.hpp>
 #include <convoy/sync/synchronous.hpp>
 
+namespace test_comm_zmq_ps_lost_worker {
+
 using namespace convoy;
 using comm::zmq_ps::on_loss;
 using comm::zmq_ps::OnLoss;
@@ -53,3 +55,5 @@ TEST_CASE("asynchronous and bounded staleness keep their rules") {
   sync::BoundedStaleness<1> const ssp{};
   CHECK(on_loss(ssp.make_rules(counters(2)), ssp, 2, 1, 0) == OnLoss::wait);
 }
+
+}  // namespace test_comm_zmq_ps_lost_worker

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+namespace test_comm_zmq_ps_rollback {
+
 using namespace convoy;
 using namespace convoy::comm::zmq_ps;
 
@@ -136,3 +138,5 @@ TEST_CASE("a restore of the same generation keeps its old rule: not while gradie
         std::string::npos);
   CHECK(b.shard.counters().global_step == 0);
 }
+
+}  // namespace test_comm_zmq_ps_rollback

@@ -19,6 +19,8 @@
 #include "processes.hpp"
 #include "temp_dir.hpp"
 
+namespace test_comm_zmq_ps_security {
+
 using namespace convoy;
 using namespace convoy::comm::zmq_ps;
 using Clock = std::chrono::steady_clock;
@@ -350,3 +352,5 @@ TEST_CASE("a CURVE shard refuses unauthorized workers fast, logs and counts them
   CHECK(text.find("1 worker key(s) refused") != std::string::npos);
   CHECK(text.find("CURVE on") != std::string::npos);
 }
+
+}  // namespace test_comm_zmq_ps_security

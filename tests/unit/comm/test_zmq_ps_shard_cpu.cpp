@@ -6,6 +6,8 @@
 #include <convoy/comm/zmq_ps/shard_cpu.hpp>
 #include <thread>
 
+namespace test_comm_zmq_ps_shard_cpu {
+
 using namespace convoy;
 using namespace convoy::comm::zmq_ps;
 
@@ -80,3 +82,5 @@ TEST_CASE("StayOnCpu pins the thread and the threads it starts, and gives the CP
     CHECK(allowed_cpus() == before);
   }).join();
 }
+
+}  // namespace test_comm_zmq_ps_shard_cpu

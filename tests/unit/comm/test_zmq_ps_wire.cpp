@@ -19,6 +19,8 @@
 #include "processes.hpp"
 #include "shard_peer.hpp"
 
+namespace test_comm_zmq_ps_wire {
+
 using namespace convoy;
 using namespace convoy::comm::zmq_ps;
 namespace wire = convoy::comm::zmq_ps;
@@ -510,3 +512,5 @@ TEST_CASE("a synchronous push sent again while it waits is answered once, on the
   std::sort(to.begin(), to.end());
   CHECK(to == std::vector<std::string>{"new-connection", "peer-1"});
 }
+
+}  // namespace test_comm_zmq_ps_wire

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+namespace test_core_variables {
+
 using convoy::testing::message_of;
 
 namespace {
@@ -313,3 +315,5 @@ TEST_CASE("rng() is deterministic by seed") {
   Variables f = e;
   CHECK(e.rng()() == f.rng()());
 }
+
+}  // namespace test_core_variables

@@ -27,6 +27,8 @@
 
 #include "temp_dir.hpp"
 
+namespace test_io_checkpoint {
+
 using convoy::testing::read_file;
 using convoy::testing::write_file;
 
@@ -582,3 +584,5 @@ TEST_CASE("remove_stale_temporaries removes only temporaries of dead writers") {
   CHECK(file_names(dir.path) == kept);
   CHECK(convoy::io::remove_stale_temporaries(dir.path) == 0);
 }
+
+}  // namespace test_io_checkpoint

@@ -18,6 +18,8 @@
 
 #include "temp_dir.hpp"
 
+namespace test_io_checkpoint_parts {
+
 using namespace convoy;
 namespace fs = std::filesystem;
 
@@ -167,3 +169,5 @@ TEST_CASE("parts named for an earlier step than their manifest stay with it") {
   CHECK(fs::exists(dir.path / "checkpoint-0000000021.part-1-of-2.convoy.part"));
   CHECK(failure(dir.path / "checkpoint-0000000025.convoy").empty());
 }
+
+}  // namespace test_io_checkpoint_parts

@@ -13,6 +13,8 @@
 
 #include "helpers.hpp"
 
+namespace test_io_dataset_builder {
+
 namespace {
 
 using convoy::DatasetError;
@@ -123,3 +125,5 @@ TEST_CASE("building with no rows is refused") {
   CHECK(message_of<DatasetError>([&] { (void)builder.build(); }) == expected);
   CHECK(message_of<DatasetError>([&] { (void)std::move(builder).build(); }) == expected);
 }
+
+}  // namespace test_io_dataset_builder

@@ -30,6 +30,8 @@
 
 #include "temp_dir.hpp"
 
+namespace test_io_idx {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -612,3 +614,5 @@ TEST_CASE("read_idx reads a gzip file of several members and refuses bytes after
   CHECK(contains(message, padded.string()));
   CHECK(contains(message, "damaged compressed data"));
 }
+
+}  // namespace test_io_idx

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace test_io_sampler {
+
 namespace {
 
 using convoy::DatasetError;
@@ -352,3 +354,5 @@ TEST_CASE("shard() refuses more shards than rows, and shards that do not exist")
   CHECK_THROWS_AS((void)convoy::io::shard(data, 0, 0), DatasetError);
   CHECK_NOTHROW((void)convoy::io::shard(data, 2, 3));
 }
+
+}  // namespace test_io_sampler

@@ -20,6 +20,8 @@
 
 #include "temp_dir.hpp"
 
+namespace test_io_weights {
+
 using convoy::testing::read_file;
 using convoy::testing::write_file;
 
@@ -539,3 +541,5 @@ TEST_CASE("a weights file that is a FIFO or a directory is refused by name witho
     CHECK((contains(message, "not a regular file") || contains(message, "is a directory")));
   }
 }
+
+}  // namespace test_io_weights

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+namespace test_math_blas_kernels {
+
 namespace {
 
 using convoy::math::BlasKernels;
@@ -188,3 +190,5 @@ TEST_CASE("OpenBLAS on Prescott is moved to a vector core, and its GEMMs stay ri
   CHECK(moved.describe().find("chosen by convoy from the CPU's") != std::string::npos);
   check_mlp_gemms(moved.core);
 }
+
+}  // namespace test_math_blas_kernels

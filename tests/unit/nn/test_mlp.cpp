@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+namespace test_nn_mlp {
+
 convoy::exec::Host const host;
 
 namespace {
@@ -339,3 +341,5 @@ TEST_CASE("Mlp throws ShapeError for a batch with the wrong number of columns") 
   RandomBatch const right(4, 5, 3, 1);
   CHECK_NOTHROW(mlp.forward_backward(right.view()));
 }
+
+}  // namespace test_nn_mlp

@@ -22,6 +22,8 @@
 #include <type_traits>
 #include <vector>
 
+namespace test_optim_optimizers {
+
 using convoy::testing::message_of;
 
 namespace {
@@ -323,3 +325,5 @@ TEST_CASE("set_named_slots names an unknown slot") {
       message_of<LoadError>([&] { convoy::optim::set_named_slots(adam, target, vars, named); });
   CHECK(message.find("net/dense/bias/w") != std::string::npos);
 }
+
+}  // namespace test_optim_optimizers

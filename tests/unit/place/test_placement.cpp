@@ -16,6 +16,8 @@
 
 #include "clog_capture.hpp"
 
+namespace test_place_placement {
+
 using namespace convoy;
 
 TEST_CASE("replica counts: Host one, Mirrored and CentralStorage one per usable CPU unless told") {
@@ -154,3 +156,5 @@ TEST_CASE(
                        doctest::Contains("(strict placement); use place::CentralStorage"),
                        PlacementError);
 }
+
+}  // namespace test_place_placement

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+namespace test_place_sharded {
+
 using namespace convoy;
 using convoy::testing::message_of;
 
@@ -395,3 +397,5 @@ TEST_CASE("Sharded<Rule> is a placement policy that gives contexts") {
         place::Sharded<place::Partitioned>{.rule = {.min_bytes = 4096}, .log_placement = true});
   CHECK(policy != place::Sharded<place::Partitioned>{});
 }
+
+}  // namespace test_place_sharded

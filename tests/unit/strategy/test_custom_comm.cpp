@@ -12,6 +12,8 @@
 #include <synthetic.hpp>
 #include <vector>
 
+namespace test_strategy_custom_comm {
+
 namespace {
 
 using namespace convoy;
@@ -115,3 +117,5 @@ TEST_CASE("a Comm defined outside the library trains through Strategy and Traine
   }
   CHECK(worst < 1e-5);
 }
+
+}  // namespace test_strategy_custom_comm

@@ -23,6 +23,8 @@
 
 #include "clog_capture.hpp"
 
+namespace test_strategy_failures {
+
 using namespace convoy;
 using namespace std::chrono_literals;
 using testing::Feed;
@@ -282,3 +284,5 @@ TEST_CASE("an asynchronous run goes on while all but one replica have failed") {
   CHECK(strategy.global_step() == 60);
   CHECK(strategy.counters().local_steps[1] == 0);
 }
+
+}  // namespace test_strategy_failures

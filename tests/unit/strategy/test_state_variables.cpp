@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <vector>
 
+namespace test_strategy_state_variables {
+
 using namespace convoy;
 
 namespace {
@@ -143,3 +145,5 @@ TEST_CASE("an optimizer update over a range that cuts through state variables") 
   CHECK(state.slots[1][3] == 0.0f);
   CHECK(state.slots[0][4] != 0.0f);
 }
+
+}  // namespace test_strategy_state_variables

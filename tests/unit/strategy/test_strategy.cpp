@@ -12,6 +12,8 @@
 #include <iterator>
 #include <synthetic.hpp>
 
+namespace test_strategy_strategy {
+
 using namespace convoy;
 using testing::Feed;
 using testing::plan;
@@ -163,3 +165,5 @@ TEST_CASE("a model with a const member is replicated by copy and trains") {
   CHECK(strategy.global_step() == 10);
   CHECK(strategy.model().classes == 3);
 }
+
+}  // namespace test_strategy_strategy

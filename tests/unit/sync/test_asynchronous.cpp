@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+namespace test_sync_asynchronous {
+
 using namespace convoy;
 using testing::Feed;
 using testing::plan;
@@ -145,3 +147,5 @@ TEST_CASE("BoundedStaleness<0>: a replica computes on every update its clock ent
   CHECK(strategy.weights()[0] == 400.0f);
   CHECK(model.too_stale->load() == 0);
 }
+
+}  // namespace test_sync_asynchronous

@@ -16,6 +16,8 @@
 #include <synthetic.hpp>
 #include <vector>
 
+namespace test_sync_gradient_places {
+
 using namespace convoy;
 using testing::Feed;
 using testing::plan;
@@ -147,3 +149,5 @@ TEST_CASE("GradientPlaces: reset points at the arena, settle copies what was lef
   CHECK(std::ranges::all_of(second, [](float g) { return g == 2.5f; }));
   CHECK(std::ranges::all_of(vars.grad(VariableId{0}), [](float g) { return g == 0.0f; }));
 }
+
+}  // namespace test_sync_gradient_places

@@ -7,6 +7,8 @@
 #include <convoy/sync/clock_table.hpp>
 #include <convoy/sync/synchronous.hpp>
 
+namespace test_sync_rules {
+
 using namespace convoy;
 using sync::Admission;
 
@@ -171,3 +173,5 @@ TEST_CASE("ApplyAtOnce: every gradient is applied at once, nobody waits") {
   CHECK_FALSE(rule.accumulates());
   CHECK(rule.gradients_per_update() == 1);
 }
+
+}  // namespace test_sync_rules

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+namespace test_sync_synchronous {
+
 using namespace convoy;
 using testing::Feed;
 using testing::plan;
@@ -256,3 +258,5 @@ TEST_CASE("one of two: each step applies the first gradient alone and drops the 
   auto mean = [](auto first, auto last) { return std::accumulate(first, last, 0.0f) / float(last - first); };
   CHECK(mean(t.losses.end() - 10, t.losses.end()) < 0.6f * mean(t.losses.begin(), t.losses.begin() + 5));
 }
+
+}  // namespace test_sync_synchronous

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+namespace test_tensorboard_tfrecord {
+
 using namespace convoy;
 using namespace convoy::tensorboard;
 
@@ -116,3 +118,5 @@ TEST_CASE("histograms use TensorFlow's buckets and collapse runs of empty ones")
   CHECK(empty.bucket_limit == std::vector<double>{DBL_MAX});
   CHECK(empty.bucket == std::vector<double>{0.0});
 }
+
+}  // namespace test_tensorboard_tfrecord

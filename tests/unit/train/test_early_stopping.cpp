@@ -9,6 +9,8 @@
 #include <sstream>
 #include <synthetic.hpp>
 
+namespace test_train_early_stopping {
+
 using namespace convoy;
 
 namespace {
@@ -67,3 +69,5 @@ TEST_CASE("early stopping ends fit() with a line saying why") {
   CHECK(log.str().find("convoy: early stopping at global step 4: val_loss has not fallen below") !=
         std::string::npos);
 }
+
+}  // namespace test_train_early_stopping

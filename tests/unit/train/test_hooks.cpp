@@ -13,6 +13,8 @@
 #include <string>
 #include <synthetic.hpp>
 
+namespace test_train_hooks {
+
 using namespace convoy;
 
 namespace {
@@ -69,3 +71,5 @@ TEST_CASE("asynchronous replicas give no gradients, and weights still by name") 
   CHECK(gradients == std::size_t{0});
   CHECK(weights == std::size_t{4});
 }
+
+}  // namespace test_train_hooks

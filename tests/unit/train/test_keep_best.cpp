@@ -11,6 +11,8 @@
 #include <synthetic.hpp>
 #include <temp_dir.hpp>
 
+namespace test_train_keep_best {
+
 using namespace convoy;
 
 namespace {
@@ -100,3 +102,5 @@ TEST_CASE("a best-weights path that cannot be written is refused, by name, befor
                        Error);
   CHECK(steps == 0);
 }
+
+}  // namespace test_train_keep_best

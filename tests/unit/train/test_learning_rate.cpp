@@ -11,6 +11,8 @@
 #include <synthetic.hpp>
 #include <vector>
 
+namespace test_train_learning_rate {
+
 using namespace convoy;
 
 namespace {
@@ -98,3 +100,5 @@ TEST_CASE("a rate that is negative or not finite is refused, changing nothing") 
   auto const& adam = std::get<optim::Adam>(strategy.optimizer().get());
   CHECK(adam.beta1 == 0.9f);  // only the rate changed
 }
+
+}  // namespace test_train_learning_rate

@@ -18,6 +18,8 @@
 #include <temp_dir.hpp>
 #include <vector>
 
+namespace test_train_metrics_log {
+
 using namespace convoy;
 
 namespace {
@@ -175,3 +177,5 @@ TEST_CASE("a metrics path that cannot be written is refused, by name, before the
                      .hooks = {callbacks::metrics_log(named, callbacks::MetricsFormat::csv)}});
   CHECK(testing::read_file(named).starts_with("epoch,global_step,"));
 }
+
+}  // namespace test_train_metrics_log

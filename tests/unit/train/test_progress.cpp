@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+namespace test_train_progress {
+
 using namespace convoy;
 
 namespace {
@@ -284,3 +286,5 @@ TEST_CASE("the program of docs/training_output.md trains, logs, schedules and ke
   CHECK(result.history.front().lr == doctest::Approx(0.01f));  // warmed up by step 5
   CHECK(result.history.back().lr < 0.01f * 0.2f);              // near the end of the cosine
 }
+
+}  // namespace test_train_progress

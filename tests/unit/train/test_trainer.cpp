@@ -22,6 +22,8 @@
 
 #include "../../../examples/common/linear_model.hpp"
 
+namespace test_train_trainer {
+
 using namespace convoy;
 
 namespace {
@@ -441,3 +443,5 @@ TEST_CASE("Trainer writes weights by name into every replica, and reads them bac
   CHECK_THROWS_AS(fresh.evaluate(data, 0), Error);
   CHECK_THROWS_AS(fresh.load_weights(dir / "missing.pbin"), Error);
 }
+
+}  // namespace test_train_trainer
