@@ -32,6 +32,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cluster_model.hpp"
@@ -616,15 +617,6 @@ void check_survivors(int workers, int killed, std::int64_t step) {
   CHECK_MESSAGE(logs.find("lost worker:" + std::to_string(killed)) != std::string::npos, logs);
 }
 
-// The rows every worker of `dir` trained on, by global step, checked against the data's plan for
-// a group that changes: every step from 1 to `until` trained, each on its group's rows, none
-// twice; each step `per_replica` rows a worker (or, `global` set, `global` rows in all); and an
-// epoch moves on only once fewer rows are left in it than the step that moves on draws, so no
-// row is trained twice within an epoch nor skipped but such a tail. Where fewer workers wrote a
-// step than the one before, the missing ones' rows may have been trained unwritten: a survivor
-// that lost the last bytes of the killed worker's last step fails it, and the group takes that
-// step, its rows included, from the member furthest on. Up to that many rows (the previous step's
-// rows a worker) may then be left over when the epoch moves on.
 // Workers 0..workers-1 each wrote their result in `dir`: every one at global step `step`, all with
 // the same weights, bit for bit.
 void check_one_state(std::filesystem::path const& dir, int workers, std::int64_t step) {
@@ -641,17 +633,38 @@ void check_one_state(std::filesystem::path const& dir, int workers, std::int64_t
   }
 }
 
+// A worker killed after its step `step` (`worker` -1: none).
+struct Lost {
+  int worker = -1;
+  std::int64_t step = 0;
+};
+
+// The rows every worker of `dir` trained on, by global step, checked against the data's plan for
+// a group that changes: every step from 1 to `until` trained, each on its group's rows, none
+// twice; each step `per_replica` rows a worker (or, `global` set, `global` rows in all); and an
+// epoch moves on only once fewer rows are left in it than the step that moves on draws, so no
+// row is trained twice within an epoch nor skipped but such a tail. Where fewer workers wrote a
+// step than the one before, the missing ones' rows may have been trained unwritten: a survivor
+// that lost the last bytes of the killed worker's last step fails it, and the group takes that
+// step, its rows included, from the member furthest on. Up to that many rows (the previous step's
+// rows a worker) may then be left over when the epoch moves on. The line of the worker killed after
+// its step `lost.step` (`lost.worker`, -1 for none) for that step is left out: it finished the step
+// and wrote it, but when no survivor had finished it too, its update died with it, and the group
+// took that step again without it and trained its rows again, as it should (seen once in a run of
+// 2 workers killed at step 5); when a survivor had, its rows were trained unwritten.
 void check_data_plan(std::filesystem::path const& dir, int workers, std::int64_t until,
-                     std::size_t per_replica, std::size_t global = 0, bool shrank = true) {
+                     std::size_t per_replica, std::size_t global, bool shrank, Lost lost) {
   std::map<std::int64_t, std::vector<int>> by_step;
   std::map<std::int64_t, int> trained_by;
   for (int w = 0; w < workers; ++w) {
     std::ifstream in(dir / ("rows" + std::to_string(w) + ".txt"));
     REQUIRE(in.good());
+    bool left_out = false;
     for (std::string line; std::getline(in, line);) {
       std::istringstream fields(line);
       std::int64_t step = 0;
       fields >> step;
+      if (w == lost.worker && step == lost.step && !std::exchange(left_out, true)) continue;
       ++trained_by[step];
       for (int row = 0; fields >> row;) by_step[step].push_back(row);
     }
@@ -707,7 +720,8 @@ TEST_CASE("a worker killed mid-run: the survivors' data goes on from the next ro
     CHECK_MESSAGE(tasks[2].status == 0, testing::read_file(tasks[2].log));
     // With the global batch kept, the epoch goal ends at the uninterrupted run's step: the
     // survivors' steps draw as many rows as the three's did.
-    check_data_plan(dir.path, 3, survive_steps, batch_size / 3, keep_global ? batch_size : 0);
+    check_data_plan(dir.path, 3, survive_steps, batch_size / 3, keep_global ? batch_size : 0, true,
+                    {.worker = 1, .step = 5});
     auto const zero = read_result(dir.path / "worker0.txt");
     auto const two = read_result(dir.path / "worker2.txt");
     CHECK(zero.global_step == survive_steps);
@@ -723,7 +737,7 @@ TEST_CASE("a run resumed after its group changed goes on from the row its checkp
   CHECK_MESSAGE(first[0].status == 0, testing::read_file(first[0].log));
   // All three again, resumed from step 20, to step 40.
   run_cluster("rows--1-0-0-40", dir.path, 3);
-  check_data_plan(dir.path, 3, 40, batch_size / 3);
+  check_data_plan(dir.path, 3, 40, batch_size / 3, 0, true, {.worker = 1, .step = 5});
 }
 
 TEST_CASE("a worker killed mid-run: the others regroup without it and finish with equal weights") {
@@ -894,7 +908,8 @@ TEST_CASE(
     }
     auto const again = testing::read_file(tasks[killed].log);
     CHECK_MESSAGE(again.find("joins as process") != std::string::npos, again);
-    check_data_plan(dir.path, workers, rejoin_steps, batch_size / workers, 0, false);
+    check_data_plan(dir.path, workers, rejoin_steps, batch_size / workers, 0, false,
+                    {.worker = killed, .step = 5});
     std::string all;
     for (auto const& t : tasks) all += testing::read_file(t.log);
     CHECK_MESSAGE(all.find("takes in worker:" + std::to_string(killed)) != std::string::npos, all);
@@ -919,7 +934,7 @@ TEST_CASE(
                          "of 1)") != std::string::npos,
                 log);
   CHECK_MESSAGE(log.find("[worker:1] convoy: worker:1 joins as process") != std::string::npos, log);
-  check_data_plan(dir.path, 3, rejoin_steps, batch_size / 3, 0, false);
+  check_data_plan(dir.path, 3, rejoin_steps, batch_size / 3, 0, false, {.worker = 1, .step = 5});
   check_one_state(dir.path, 3, rejoin_steps);
 }
 
