@@ -58,7 +58,11 @@ install(EXPORT convoy-targets
 # for none needs none of them.
 foreach(_convoy_component cuda nccl gloo tensorboard torch)
   if(TARGET convoy_${_convoy_component})
-    install(TARGETS convoy_${_convoy_component} EXPORT convoy-${_convoy_component}-targets
+    set(_convoy_targets convoy_${_convoy_component})
+    if(_convoy_component STREQUAL "cuda")
+      list(APPEND _convoy_targets convoy_cuda_kernels)  # its compiled kernels
+    endif()
+    install(TARGETS ${_convoy_targets} EXPORT convoy-${_convoy_component}-targets
             ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}")
     install(EXPORT convoy-${_convoy_component}-targets
             NAMESPACE convoy::
@@ -68,6 +72,7 @@ foreach(_convoy_component cuda nccl gloo tensorboard torch)
   endif()
 endforeach()
 unset(_convoy_component)
+unset(_convoy_targets)
 if(TARGET convoy_cuda OR TARGET convoy_nccl)
   install(FILES "${PROJECT_SOURCE_DIR}/cmake/ConvoyCudaDependencies.cmake"
           DESTINATION "${CONVOY_INSTALL_CMAKEDIR}")

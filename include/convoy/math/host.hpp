@@ -91,9 +91,12 @@ inline void gemm(exec::Host const&, bool transpose_a, bool transpose_b, std::siz
 
 }  // namespace convoy::math
 
-// A translation unit nvcc compiles for convoy::cuda gets the device overloads too, declared before
+// A translation unit of a build with convoy::cuda gets the device overloads too, declared before
 // any layer's template that calls math:: by its qualified name (which finds only the overloads
-// declared before it).
+// declared before it): every one of them where nvcc compiles it, convoy's own kernels, compiled
+// once, where g++ does.
 #if defined(__CUDACC__) && defined(CONVOY_WITH_CUDA)
 #include "cuda.cuh"
+#elif defined(CONVOY_WITH_CUDA)
+#include "cuda_compiled.hpp"
 #endif

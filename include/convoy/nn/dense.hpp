@@ -10,11 +10,23 @@
 #include <string>
 #include <string_view>
 
-#include "../core/variables.hpp"
 #include "../core/host_device.hpp"
+#include "../core/variables.hpp"
 #include "../math/host.hpp"
 
 namespace convoy::nn {
+
+namespace detail {
+/// out[i] = b[i % n]: the bias repeated on every row (a named kernel, so that a build with
+/// convoy::cuda compiles its device code once: math/cuda_compiled.hpp).
+struct BroadcastRows {
+  using compiled_kernel = void;
+  float* out;
+  float const* b;
+  std::size_t n;
+  CONVOY_HOST_DEVICE void operator()(std::size_t i) const { out[i] = b[i % n]; }
+};
+}  // namespace detail
 
 class Dense {
  public:
@@ -32,26 +44,25 @@ class Dense {
 
   /// y (rows x outputs) = x (rows x inputs) W + b, computed in `ctx`.
   template <class Context>
-  void forward(Context const& ctx, Variables const& vars, std::span<float const> x, std::size_t rows,
-               std::span<float> y) const {
-    float const* b = vars.value(bias_).data();
+  void forward(Context const& ctx, Variables const& vars, std::span<float const> x,
+               std::size_t rows, std::span<float> y) const {
     float* out = y.data();
     std::size_t const n = outputs_;
-    math::for_each_index(ctx, rows * n, [=] CONVOY_HOST_DEVICE(std::size_t i) { out[i] = b[i % n]; });
-    math::gemm(ctx, false, false, rows, n, inputs_, 1.0f, x.data(), vars.value(kernel_).data(), 1.0f,
-               out);
+    math::for_each_index(ctx, rows * n, detail::BroadcastRows{out, vars.value(bias_).data(), n});
+    math::gemm(ctx, false, false, rows, n, inputs_, 1.0f, x.data(), vars.value(kernel_).data(),
+               1.0f, out);
   }
 
   /// Overwrites dW = x^T dy and db = column sums of dy; writes dx = dy W^T when dx is non-empty.
   template <class Context>
-  void backward(Context const& ctx, Variables& vars, std::span<float const> x, std::span<float const> dy,
-                std::size_t rows, std::span<float> dx) const {
+  void backward(Context const& ctx, Variables& vars, std::span<float const> x,
+                std::span<float const> dy, std::size_t rows, std::span<float> dx) const {
     math::gemm(ctx, true, false, inputs_, outputs_, rows, 1.0f, x.data(), dy.data(), 0.0f,
                vars.grad(kernel_).data());
     math::column_sums(ctx, rows, outputs_, dy.data(), vars.grad(bias_).data());
     if (!dx.empty()) {
-      math::gemm(ctx, false, true, rows, inputs_, outputs_, 1.0f, dy.data(), vars.value(kernel_).data(),
-                 0.0f, dx.data());
+      math::gemm(ctx, false, true, rows, inputs_, outputs_, 1.0f, dy.data(),
+                 vars.value(kernel_).data(), 0.0f, dx.data());
     }
   }
 

@@ -35,6 +35,28 @@ CONVOY_HOST_DEVICE inline float softmax_row(float const* z, std::int32_t label, 
   if (correct != nullptr) *correct = arg == static_cast<std::size_t>(label);
   return std::log(sum) - (z[label] - top);
 }
+
+// Row r's loss (and its gradient, into g when non-null), or with `count_correct` 1 for a correct
+// prediction and 0 otherwise: a named kernel, so that a build with convoy::cuda compiles its device
+// code once (math/cuda_compiled.hpp).
+struct SoftmaxRows {
+  using compiled_kernel = void;
+  float const* z;
+  std::int32_t const* y;
+  std::size_t classes;
+  float scale;
+  float* g;
+  bool count_correct;
+  CONVOY_HOST_DEVICE double operator()(std::size_t r) const {
+    if (count_correct) {
+      bool hit = false;
+      softmax_row(z + r * classes, y[r], classes, 0.0f, nullptr, &hit);
+      return hit ? 1.0 : 0.0;
+    }
+    return static_cast<double>(softmax_row(z + r * classes, y[r], classes, scale,
+                                           g != nullptr ? g + r * classes : nullptr, nullptr));
+  }
+};
 }  // namespace detail
 
 /// Mean softmax cross-entropy of `logits` (rows x classes) against `labels`; writes its gradient to
@@ -43,14 +65,10 @@ template <class Context>
 float softmax_cross_entropy(Context const& ctx, std::span<float const> logits,
                             std::span<std::int32_t const> labels, std::size_t rows,
                             std::size_t classes, std::span<float> dlogits) {
-  float const* z = logits.data();
-  std::int32_t const* y = labels.data();
-  float* g = dlogits.data();
   float const scale = 1.0f / static_cast<float>(rows);
-  double const total = math::sum_over_indices(ctx, rows, [=] CONVOY_HOST_DEVICE(std::size_t r) {
-    return static_cast<double>(
-        detail::softmax_row(z + r * classes, y[r], classes, scale, g + r * classes, nullptr));
-  });
+  double const total = math::sum_over_indices(
+      ctx, rows,
+      detail::SoftmaxRows{logits.data(), labels.data(), classes, scale, dlogits.data(), false});
   return static_cast<float>(total / static_cast<double>(rows));
 }
 
@@ -59,18 +77,11 @@ template <class Context>
 Metrics softmax_cross_entropy_metrics(Context const& ctx, std::span<float const> logits,
                                       std::span<std::int32_t const> labels, std::size_t rows,
                                       std::size_t classes) {
-  float const* z = logits.data();
-  std::int32_t const* y = labels.data();
   Metrics m;
-  m.loss_sum = math::sum_over_indices(ctx, rows, [=] CONVOY_HOST_DEVICE(std::size_t r) {
-    return static_cast<double>(
-        detail::softmax_row(z + r * classes, y[r], classes, 0.0f, nullptr, nullptr));
-  });
-  double const correct = math::sum_over_indices(ctx, rows, [=] CONVOY_HOST_DEVICE(std::size_t r) {
-    bool hit = false;
-    detail::softmax_row(z + r * classes, y[r], classes, 0.0f, nullptr, &hit);
-    return hit ? 1.0 : 0.0;
-  });
+  m.loss_sum = math::sum_over_indices(
+      ctx, rows, detail::SoftmaxRows{logits.data(), labels.data(), classes, 0.0f, nullptr, false});
+  double const correct = math::sum_over_indices(
+      ctx, rows, detail::SoftmaxRows{logits.data(), labels.data(), classes, 0.0f, nullptr, true});
   m.correct = static_cast<std::size_t>(correct + 0.5);
   m.count = rows;
   return m;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -12,6 +13,25 @@
 #include "update.hpp"
 
 namespace convoy::optim {
+
+namespace detail {
+/// Adam's update of element i, the bias corrections folded into alpha (a named kernel: see
+/// SgdStep).
+struct AdamStep {
+  using compiled_kernel = void;
+  float* w;
+  float const* g;
+  float* m;
+  float* v;
+  float alpha, b1, b2, eps, scale;
+  CONVOY_HOST_DEVICE void operator()(std::size_t i) const {
+    float const gi = scale * g[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * gi;
+    v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+    w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+  }
+};
+}  // namespace detail
 
 struct Adam {
   static constexpr std::string_view name = "Adam";
@@ -23,21 +43,13 @@ struct Adam {
 
   template <class Context>
   void apply(Context const& ctx, Update const& u) const {
-    float* w = u.weights.data();
-    float const* g = u.grads.data();
-    float* m = u.slots[0];
-    float* v = u.slots[1];
     auto const t = static_cast<double>(std::max<std::int64_t>(u.step, 1));  // steps count from 1
     // Bias corrections folded into the step size, as the paper's section 2 suggests.
     float const alpha = static_cast<float>(learning_rate * std::sqrt(1.0 - std::pow(beta2, t)) /
                                            (1.0 - std::pow(beta1, t)));
-    float const b1 = beta1, b2 = beta2, eps = epsilon, scale = u.grad_scale;
-    math::for_each_index(ctx, u.weights.size(), [=] CONVOY_HOST_DEVICE(std::size_t i) {
-      float const gi = scale * g[i];
-      m[i] = b1 * m[i] + (1.0f - b1) * gi;
-      v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-      w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
-    });
+    math::for_each_index(ctx, u.weights.size(),
+                         detail::AdamStep{u.weights.data(), u.grads.data(), u.slots[0], u.slots[1],
+                                          alpha, beta1, beta2, epsilon, u.grad_scale});
   }
   friend bool operator==(Adam const&, Adam const&) = default;
 };

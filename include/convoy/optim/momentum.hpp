@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <string_view>
 
 #include "../core/host_device.hpp"
@@ -9,6 +10,21 @@
 #include "update.hpp"
 
 namespace convoy::optim {
+
+namespace detail {
+/// v = mu * v + scale * g; w -= lr * v, element i (a named kernel: see SgdStep).
+struct MomentumStep {
+  using compiled_kernel = void;
+  float* w;
+  float const* g;
+  float* v;
+  float lr, mu, scale;
+  CONVOY_HOST_DEVICE void operator()(std::size_t i) const {
+    v[i] = mu * v[i] + scale * g[i];
+    w[i] -= lr * v[i];
+  }
+};
+}  // namespace detail
 
 struct Momentum {
   static constexpr std::string_view name = "Momentum";
@@ -18,14 +34,9 @@ struct Momentum {
 
   template <class Context>
   void apply(Context const& ctx, Update const& u) const {
-    float* w = u.weights.data();
-    float const* g = u.grads.data();
-    float* v = u.slots[0];
-    float const lr = learning_rate, mu = momentum, scale = u.grad_scale;
-    math::for_each_index(ctx, u.weights.size(), [=] CONVOY_HOST_DEVICE(std::size_t i) {
-      v[i] = mu * v[i] + scale * g[i];
-      w[i] -= lr * v[i];
-    });
+    math::for_each_index(ctx, u.weights.size(),
+                         detail::MomentumStep{u.weights.data(), u.grads.data(), u.slots[0],
+                                              learning_rate, momentum, u.grad_scale});
   }
   friend bool operator==(Momentum const&, Momentum const&) = default;
 };

@@ -37,17 +37,26 @@ struct collective_schedule<sync::BoundedStaleness<S>> {
   static constexpr std::int64_t period = S + 1;
 };
 namespace detail {
-// Free functions, not members: nvcc accepts a __host__ __device__ lambda only in a named function
-// that is not a private member.
+// Named kernels, so that a build with convoy::cuda compiles their device code once
+// (math/cuda_compiled.hpp).
+struct ScaleBy {
+  using compiled_kernel = void;
+  float* p;
+  float s;
+  CONVOY_HOST_DEVICE void operator()(std::size_t i) const { p[i] *= s; }
+};
+struct FillZero {
+  using compiled_kernel = void;
+  float* p;
+  CONVOY_HOST_DEVICE void operator()(std::size_t i) const { p[i] = 0.0f; }
+};
 template <class Context>
 void scale(Context const& ctx, std::span<float> x, float s) {
-  float* p = x.data();
-  math::for_each_index(ctx, x.size(), [p, s] CONVOY_HOST_DEVICE(std::size_t i) { p[i] *= s; });
+  math::for_each_index(ctx, x.size(), ScaleBy{x.data(), s});
 }
 template <class Context>
 void fill_zero(Context const& ctx, std::span<float> x) {
-  float* p = x.data();
-  math::for_each_index(ctx, x.size(), [p] CONVOY_HOST_DEVICE(std::size_t i) { p[i] = 0.0f; });
+  math::for_each_index(ctx, x.size(), FillZero{x.data()});
 }
 }  // namespace detail
 

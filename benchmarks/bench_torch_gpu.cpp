@@ -145,7 +145,7 @@ double plain_loop(std::function<Net()> const& make, Workload const& w, PinnedBat
     auto const loss = libtorch::cross_entropy(net->forward(x), b);
     loss.backward();
     sgd.step();
-    return loss.item<float>();
+    return loss.template item<float>();
   };
   for (std::int64_t k = 0; k < w.warmup; ++k) step(k);
   synchronize();
