@@ -86,7 +86,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 void synchronize() { exec::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", 0); }
 
 // How the plain loop keeps its parameters and where it runs (--diagnose).
-enum class Variant { plain, managed, own_stream };
+enum class Variant { plain, managed, own_thread, own_stream, own_thread_and_stream };
 
 // The module's parameters as views of one managed arena holding their values, as a replica's on
 // place::Gpu. The arena outlives the module (declared first).
@@ -118,15 +118,17 @@ std::shared_ptr<float> into_managed(Net& net) {
 template <class Net>
 double plain_loop(std::function<Net()> const& make, Workload const& w, PinnedBatches const& data,
                   Variant variant = Variant::plain) {
-  if (variant == Variant::own_stream) {
+  if (variant == Variant::own_thread || variant == Variant::own_thread_and_stream) {
     double rate = 0.0;
-    std::thread([&] {
-      exec::Cuda const gpu(0);
-      auto const scope = gpu.enter();
-      c10::cuda::CUDAStreamGuard const on(c10::cuda::getStreamFromExternal(gpu.stream(), 0));
-      rate = plain_loop(make, w, data);
-    }).join();
+    auto const there = variant == Variant::own_thread ? Variant::plain : Variant::own_stream;
+    std::thread([&] { rate = plain_loop(make, w, data, there); }).join();
     return rate;
+  }
+  if (variant == Variant::own_stream) {
+    exec::Cuda const gpu(0);
+    auto const scope = gpu.enter();
+    c10::cuda::CUDAStreamGuard const on(c10::cuda::getStreamFromExternal(gpu.stream(), 0));
+    return plain_loop(make, w, data);
   }
   torch::manual_seed(1);
   std::shared_ptr<float> arena;
@@ -208,7 +210,9 @@ bench::Record bench_model(Workload const& w, std::function<Net()> const& make, i
                                             [&] { return with_convoy(make, w, data, true); }};
   std::vector<std::pair<char const*, Variant>> const variants{
       {"plain, managed params", Variant::managed},
-      {"plain, own thread+stream", Variant::own_stream}};
+      {"plain, own thread", Variant::own_thread},
+      {"plain, own stream", Variant::own_stream},
+      {"plain, own thread+stream", Variant::own_thread_and_stream}};
   if (diagnose) {
     for (auto const& [label, v] : variants) {
       runs.push_back([&, v] { return plain_loop(make, w, data, v); });
