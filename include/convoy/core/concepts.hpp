@@ -145,6 +145,15 @@ concept may_compute_on_device = requires(C const& c) {
   { C::host() } -> std::same_as<C>;
 };
 
+/// Waits for what a device context has queued, so that the host may read what it wrote (a model's
+/// gradients, an update's weights); a host context has nothing queued.
+template <class Context>
+void settle_on_host(Context const& ctx) {
+  if constexpr (may_compute_on_device<Context>) {
+    if (ctx.on_device()) ctx.synchronize();
+  }
+}
+
 /// Optional on an execution context: `std::pmr::memory_resource* batch_memory() const`, where its
 /// batches are best gathered (page-locked host memory for a device, so the copy is a DMA).
 template <class C>

@@ -117,6 +117,7 @@ class CollectiveReplica {
     exchange_->start(0, weights);
     exchange_->wait();
     detail::scale(ctx_, weights, scale_);
+    settle_on_host(ctx_);  // the host reads the weights between steps (Strategy::weights)
   }
 
   Model* model_;

@@ -127,14 +127,8 @@ void reduce_apply_broadcast(Context const& ctx, std::span<GradientPlaces const> 
 }
 
 /// Replicas on devices (place::CentralStorageGpus) compute there, and the sum over them runs on
-/// the host: it waits for a replica's kernels before reading its gradients, and updates the
-/// central copy with the host's math. Host contexts pass through.
-template <class Context>
-void settle_on_host(Context const& ctx) {
-  if constexpr (may_compute_on_device<Context>) {
-    if (ctx.on_device()) ctx.synchronize();
-  }
-}
+/// the host (settle_on_host: it waits for a replica's kernels before reading its gradients), and
+/// updates the central copy with the host's math. Host contexts pass through.
 template <class Context>
 Context host_side(Context const& ctx) {
   if constexpr (may_compute_on_device<Context>) {

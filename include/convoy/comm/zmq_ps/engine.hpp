@@ -195,6 +195,9 @@ class Engine {
         }
         auto const start = std::chrono::steady_clock::now();
         float const loss = forward_backward_in(*model_, batch, ctx);
+        // ZeroMQ's I/O thread sends the gradients from the arena, and a model on a device may
+        // still be writing them (nn::Mlp reads its loss before its backward kernels run).
+        settle_on_host(ctx);
         double const seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::vector<Reply> replies;
