@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <convoy/comm/gloo.hpp>
+#include <convoy/comm/zmq_ps/curve_keys.hpp>
 #include <convoy/convoy.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -183,6 +184,8 @@ int rows_task(std::filesystem::path const& dir, std::int64_t until, Kill kill,
   std::ofstream rows(dir / ("rows" + std::to_string(rank) + ".txt"), std::ios::app);
   Trainer<S> trainer{S{std::move(model), place::Host{}, gloo_policy(), sync::Synchronous{}},
                      optim::Adam{.learning_rate = 0.01f}};
+  // Under the run's bootstrap key the placement log says so (the fabric's description).
+  if (std::getenv("CONVOY_BOOTSTRAP_KEY")) trainer.strategy().log_placement(std::clog);
   auto const set = numbered_data();
   auto const steps_per_epoch = static_cast<double>(set.rows() / batch_size);
   auto const losses = fit_on(
@@ -916,17 +919,23 @@ TEST_CASE(
   }
 }
 
+// Under the run's bootstrap key (CONVOY_BOOTSTRAP_KEY, which convoy-launch passes to every task):
+// the meeting, the board, the regroup after the kill and the knock of the worker started again all
+// go over CURVE (tests/unit/comm/test_run_key.cpp checks that a peer without the key gets nothing).
 TEST_CASE(
-    "under convoy-launch --max-restarts 1, a killed worker is started again and joins; the run "
-    "reaches its step") {
+    "under convoy-launch --max-restarts 1 and the run's bootstrap key, a killed worker is started "
+    "again and joins; the run reaches its step") {
   testing::TempDir dir("gloo-launch-restart");
+  comm::zmq_ps::write_curve_key_pair(dir.path / "run");
   std::string const launcher = testing::convoy_launch();
   std::vector<testing::Task> run(1);
   run[0].job = "launcher";
   run[0].log = dir.path / "launch.log";
-  run[0].pid = testing::spawn({launcher, "--workers", "3", "--max-restarts", "1", "--", program,
-                               "--task", "rejoin-1-5", dir.path.string()},
-                              testing::task_environment({}), run[0].log);
+  run[0].pid = testing::spawn(
+      {launcher, "--workers", "3", "--max-restarts", "1", "--", program, "--task", "rejoin-1-5",
+       dir.path.string()},
+      testing::task_environment({"CONVOY_BOOTSTRAP_KEY=" + (dir.path / "run.key").string()}),
+      run[0].log);
   CHECK(testing::finish(run, std::chrono::steady_clock::now() + 90s) == 0);
   auto const log = testing::read_file(run[0].log);
   CHECK_MESSAGE(run[0].status == 0, log);
@@ -934,6 +943,9 @@ TEST_CASE(
                          "of 1)") != std::string::npos,
                 log);
   CHECK_MESSAGE(log.find("[worker:1] convoy: worker:1 joins as process") != std::string::npos, log);
+  CHECK_MESSAGE(log.find("process 0 of 3; replica threads sum in shared memory first; the "
+                         "bootstrap CURVE under CONVOY_BOOTSTRAP_KEY") != std::string::npos,
+                log);
   check_data_plan(dir.path, 3, rejoin_steps, batch_size / 3, 0, false, {.worker = 1, .step = 5});
   check_one_state(dir.path, 3, rejoin_steps);
 }

@@ -37,6 +37,7 @@
 #include "../detail/connection_cap.hpp"
 #include "../detail/zmq_poll.hpp"
 #include "run_identity.hpp"
+#include "run_key.hpp"
 
 namespace convoy::comm::bootstrap {
 
@@ -65,6 +66,7 @@ inline std::optional<std::pair<std::string, std::string>> ask_board(
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
   socket.set(zmq::sockopt::maxmsgsize, std::int64_t{1} << 20);
+  connect_under(socket, run_key());
   socket.connect("tcp://" + address);
   socket.send(zmq::buffer(liveness_tag), zmq::send_flags::sndmore);
   socket.send(zmq::buffer(run), zmq::send_flags::sndmore);
@@ -114,6 +116,10 @@ class LivenessBoard {
     // A beat, an ask and a goodbye are a few dozen bytes: ZeroMQ drops a peer that announces a
     // larger frame before it allocates it (a frame declared at 4 GiB took gigabytes before).
     socket_.set(zmq::sockopt::maxmsgsize, max_frame_bytes);
+    if (auto const key = run_key()) {
+      gate_.emplace(context_, *key, "the liveness board at " + address);
+      serve_under(socket_, key);
+    }
     events_ = comm::detail::watch_connections(context_, socket_, "inproc://convoy-liveness-board",
                                               "the liveness board");
     try {
@@ -324,6 +330,7 @@ class LivenessBoard {
 
  private:
   zmq::context_t context_;
+  std::optional<KeyGate> gate_;  // under the run's key: checks the peers' keys, closed after them
   zmq::socket_t socket_;
   zmq::socket_t events_;  // socket_'s connections accepted and closed
   comm::detail::ConnectionCap connections_;
@@ -362,6 +369,7 @@ class LivenessReporter {
       zmq::context_t context;
       zmq::socket_t socket(context, zmq::socket_type::dealer);
       socket.set(zmq::sockopt::linger, 200);
+      connect_under(socket, run_key());
       socket.connect("tcp://" + address_);
       (void)send(socket, "bye");
     } catch (zmq::error_t const&) {  // no board to tell: nothing to do
@@ -494,6 +502,7 @@ class LivenessReporter {
     zmq::socket_t socket(context, zmq::socket_type::dealer);
     socket.set(zmq::sockopt::linger, 0);
     socket.set(zmq::sockopt::sndhwm, 4);  // beats are worth nothing once late: never queue many
+    connect_under(socket, run_key());
     socket.connect("tcp://" + address_);
     while (!stop.stop_requested()) {
       (void)send(socket, "beat");  // not taken while the board is away: the next one tries again

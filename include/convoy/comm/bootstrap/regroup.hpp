@@ -36,6 +36,7 @@
 #include "../detail/refuses_connections.hpp"
 #include "../detail/zmq_poll.hpp"
 #include "run_identity.hpp"
+#include "run_key.hpp"
 
 namespace convoy::comm::bootstrap {
 
@@ -126,6 +127,7 @@ inline zmq::socket_t send_request(zmq::context_t& context, std::string const& ad
   // A rank that is about to serve (it noticed the loss a moment later) refuses the first try.
   socket.set(zmq::sockopt::reconnect_ivl, 20);
   socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
+  connect_under(socket, run_key());
   socket.connect("tcp://" + address);
   socket.send(zmq::buffer(regroup_protocol), zmq::send_flags::sndmore);
   socket.send(zmq::buffer(identity), zmq::send_flags::sndmore);
@@ -164,6 +166,10 @@ class Regroup {
         answer_(context_, zmq::socket_type::rep) {
     answer_.set(zmq::sockopt::linger, 0);
     answer_.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
+    if (auto const key = run_key()) {
+      gate_.emplace(context_, *key, name(me_) + "'s regroup");
+      serve_under(answer_, key);
+    }
     try {
       answer_.bind(zmq_bind_endpoint(address(me_), "this process's address"));
       serving_ = true;
@@ -571,6 +577,7 @@ class Regroup {
   std::string run_;
   std::size_t me_;
   zmq::context_t context_;
+  std::optional<KeyGate> gate_;  // under the run's key: checks the peers' keys, closed after them
   zmq::socket_t answer_;
   bool serving_ = false;
   std::optional<std::size_t> following_;  // the leader this process registered with

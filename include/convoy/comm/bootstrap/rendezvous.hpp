@@ -30,6 +30,7 @@
 #include "../../core/error.hpp"
 #include "../detail/zmq_poll.hpp"
 #include "run_identity.hpp"
+#include "run_key.hpp"
 
 namespace convoy::comm::bootstrap {
 
@@ -128,9 +129,13 @@ inline void serve(std::string const& address, int world_size, Options const& opt
                   std::string_view protocol, std::string_view what, Answer const& answer) {
   if (world_size <= 1) return;
   zmq::context_t context;
+  auto const key = run_key();
+  std::optional<KeyGate> gate;  // before the socket: it checks the keys of its peers
+  if (key) gate.emplace(context, *key, "rank 0 at " + address);
   zmq::socket_t socket(context, zmq::socket_type::rep);
   socket.set(zmq::sockopt::linger, 2000);  // the last answers leave before the socket closes
   socket.set(zmq::sockopt::maxmsgsize, options.max_request_bytes);
+  serve_under(socket, key);
   try {
     socket.bind(zmq_bind_endpoint(address, "rank 0's address"));
   } catch (zmq::error_t const& e) {
@@ -162,7 +167,7 @@ inline void serve(std::string const& address, int world_size, Options const& opt
       throw TimeoutError("convoy: rank 0 served " + std::string(what) + " at " + address + " for " +
                          std::to_string(options.timeout.count()) + " ms, but rank(s) " +
                          detail::rank_list(never.empty() ? waiting : never) + " of " +
-                         std::to_string(world_size) + why);
+                         std::to_string(world_size) + why + run_key_hint(key));
     }
     std::vector<zmq::message_t> request;
     if (!detail::receive_request(socket, deadline - now, request)) continue;
@@ -207,6 +212,7 @@ inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
                                        std::span<std::byte const> payload, Options const& options,
                                        std::string_view protocol, std::string_view what) {
   zmq::context_t context;
+  auto const key = run_key();
   auto const deadline = std::chrono::steady_clock::now() + options.timeout;
   std::string const rank_text = std::to_string(rank);
   std::string const from =
@@ -220,6 +226,7 @@ inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
     if (!socket) {
       socket.emplace(context, zmq::socket_type::req);
       socket->set(zmq::sockopt::linger, 0);
+      connect_under(*socket, key);
       socket->connect(detail::endpoint(address));
     }
     socket->send(zmq::buffer(protocol), zmq::send_flags::sndmore);
@@ -262,12 +269,13 @@ inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
                        " from rank 0 at " + address + ": after " +
                        std::to_string(options.timeout.count()) +
                        " ms rank 0 was still waiting for rank(s) " + missing +
-                       "; are they started, and can they reach that address?");
+                       "; are they started, and can they reach that address?" + run_key_hint(key));
   }
   throw TimeoutError("convoy: rank " + rank_text + " could not fetch " + std::string(what) +
                      " from rank 0 at " + address + ": no answer within " +
                      std::to_string(options.timeout.count()) + " ms (" + std::to_string(attempts) +
-                     " attempts); is rank 0 running, and is its address reachable from here?");
+                     " attempts); is rank 0 running, and is its address reachable from here?" +
+                     run_key_hint(key));
 }
 
 /// The addresses of `cluster`'s training ranks (worker_rank() 0..worker_count()-1), by rank.

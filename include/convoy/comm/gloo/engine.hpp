@@ -161,7 +161,8 @@ class HostFabric {
     if (group_.processes() == 1) return "one process: its replica threads sum in shared memory";
     return "Gloo (" + allreducer_->describe(largest_bucket_ * sizeof(float)) + ") over TCP on " +
            listen_ + ", process " + std::to_string(group_.process()) + " of " +
-           std::to_string(group_.processes()) + "; replica threads sum in shared memory first";
+           std::to_string(group_.processes()) +
+           "; replica threads sum in shared memory first; the bootstrap " + group_.bootstrap_mode();
   }
   /// After an exchange failed: which processes stopped answering, as the liveness board sees
   /// them (empty for a single process).
