@@ -61,12 +61,13 @@ inline std::string frame(zmq::message_t const& m) { return std::string(m.to_stri
 // answer's run and payload, or nothing. Answers over 1 MiB (a stranger's) are refused by ZeroMQ.
 inline std::optional<std::pair<std::string, std::string>> ask_board(
     std::string const& address, std::string_view run, std::string_view kind,
-    std::string const& process, std::string const& issued, std::chrono::milliseconds wait) {
+    std::string const& process, std::string const& issued, std::chrono::milliseconds wait,
+    std::optional<RunKey> const& key) {
   zmq::context_t context;
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
   socket.set(zmq::sockopt::maxmsgsize, std::int64_t{1} << 20);
-  connect_under(socket, run_key());
+  connect_under(socket, key);
   socket.connect("tcp://" + address);
   socket.send(zmq::buffer(liveness_tag), zmq::send_flags::sndmore);
   socket.send(zmq::buffer(run), zmq::send_flags::sndmore);
@@ -355,7 +356,11 @@ class LivenessReporter {
  public:
   LivenessReporter(std::string const& address, int process, std::function<std::int64_t()> issued,
                    LivenessOptions options = {})
-      : address_(address), process_(process), issued_(std::move(issued)), options_(options) {
+      : address_(address),
+        process_(process),
+        issued_(std::move(issued)),
+        options_(options),
+        key_(run_key()) {
     thread_ = std::jthread([this](std::stop_token stop) { beat(stop); });
   }
   LivenessReporter(LivenessReporter const&) = delete;
@@ -369,7 +374,7 @@ class LivenessReporter {
       zmq::context_t context;
       zmq::socket_t socket(context, zmq::socket_type::dealer);
       socket.set(zmq::sockopt::linger, 200);
-      connect_under(socket, run_key());
+      connect_under(socket, key_);
       socket.connect("tcp://" + address_);
       (void)send(socket, "bye");
     } catch (zmq::error_t const&) {  // no board to tell: nothing to do
@@ -388,7 +393,7 @@ class LivenessReporter {
   /// within options.answer.
   std::vector<ProcessLiveness> ask() const {
     auto const answer = detail::ask_board(address_, options_.run, "ask", std::to_string(process_),
-                                          std::to_string(issued_()), options_.answer);
+                                          std::to_string(issued_()), options_.answer, key_);
     if (!answer || answer->first != options_.run) {
       throw TimeoutError("convoy: the liveness board of process 0 at " + address_ +
                          " did not answer within " + std::to_string(options_.answer.count()) +
@@ -502,7 +507,7 @@ class LivenessReporter {
     zmq::socket_t socket(context, zmq::socket_type::dealer);
     socket.set(zmq::sockopt::linger, 0);
     socket.set(zmq::sockopt::sndhwm, 4);  // beats are worth nothing once late: never queue many
-    connect_under(socket, run_key());
+    connect_under(socket, key_);
     socket.connect("tcp://" + address_);
     while (!stop.stop_requested()) {
       (void)send(socket, "beat");  // not taken while the board is away: the next one tries again
@@ -521,6 +526,7 @@ class LivenessReporter {
   int process_;
   std::function<std::int64_t()> issued_;
   LivenessOptions options_;
+  std::optional<RunKey> key_;  // read once: the thread and the goodbye must not throw
   std::atomic<bool> regrouping_{false};
   std::jthread thread_;  // last: stopped first
 };
@@ -530,7 +536,8 @@ class LivenessReporter {
 /// identity with its generation when the board answers within `wait`, nothing otherwise.
 inline std::optional<std::string> knock(std::string const& address, std::string const& run,
                                         std::size_t rank, std::chrono::milliseconds wait) {
-  auto const answer = detail::ask_board(address, run, "join", std::to_string(rank), "0", wait);
+  auto const answer =
+      detail::ask_board(address, run, "join", std::to_string(rank), "0", wait, run_key());
   if (!answer || answer->second != "joining" || run_of(answer->first) != run) return std::nullopt;
   return answer->first;
 }

@@ -121,13 +121,13 @@ inline std::optional<std::int64_t> number(std::string_view text) {
 // A request [protocol, group identity, who, step] on a fresh REQ socket to `address`, returned.
 inline zmq::socket_t send_request(zmq::context_t& context, std::string const& address,
                                   std::string_view identity, std::string_view who,
-                                  std::string_view step) {
+                                  std::string_view step, std::optional<RunKey> const& key) {
   zmq::socket_t socket(context, zmq::socket_type::req);
   socket.set(zmq::sockopt::linger, 0);
   // A rank that is about to serve (it noticed the loss a moment later) refuses the first try.
   socket.set(zmq::sockopt::reconnect_ivl, 20);
   socket.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
-  connect_under(socket, run_key());
+  connect_under(socket, key);
   socket.connect("tcp://" + address);
   socket.send(zmq::buffer(regroup_protocol), zmq::send_flags::sndmore);
   socket.send(zmq::buffer(identity), zmq::send_flags::sndmore);
@@ -166,9 +166,9 @@ class Regroup {
         answer_(context_, zmq::socket_type::rep) {
     answer_.set(zmq::sockopt::linger, 0);
     answer_.set(zmq::sockopt::maxmsgsize, std::int64_t{4096});
-    if (auto const key = run_key()) {
-      gate_.emplace(context_, *key, name(me_) + "'s regroup");
-      serve_under(answer_, key);
+    if (key_) {
+      gate_.emplace(context_, *key_, name(me_) + "'s regroup", options_.log);
+      serve_under(answer_, key_);
     }
     try {
       answer_.bind(zmq_bind_endpoint(address(me_), "this process's address"));
@@ -359,8 +359,8 @@ class Regroup {
   // Asks `rank` once, on a fresh socket: its answer, or nothing after up to 100 ms (serving
   // meanwhile).
   std::optional<std::pair<std::string, std::string>> ask(std::size_t rank) {
-    auto socket =
-        send_request(context_, address(rank), run_, std::to_string(me_), std::to_string(step_));
+    auto socket = send_request(context_, address(rank), run_, std::to_string(me_),
+                               std::to_string(step_), key_);
     auto const until = std::chrono::steady_clock::now() +
                        std::min(options_.patience, std::chrono::milliseconds(100));
     while (std::chrono::steady_clock::now() < until) {
@@ -576,6 +576,7 @@ class Regroup {
   RegroupOptions options_;
   std::string run_;
   std::size_t me_;
+  std::optional<RunKey> key_ = run_key();  // read once, for the gate and every request
   zmq::context_t context_;
   std::optional<KeyGate> gate_;  // under the run's key: checks the peers' keys, closed after them
   zmq::socket_t answer_;
@@ -608,10 +609,11 @@ inline Group join_group(Cluster const& cluster, std::size_t rank, std::string co
                         std::string const& group_run, std::chrono::milliseconds timeout) {
   auto const generation = generation_of(group_run);
   std::string const me = "+" + std::to_string(rank);
+  auto const key = run_key();
   zmq::context_t context;
   auto const deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    auto socket = detail::send_request(context, leader, group_run, me, "0");
+    auto socket = detail::send_request(context, leader, group_run, me, "0", key);
     zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
     comm::detail::poll(&item, 1, std::chrono::milliseconds(100));
     // None: the board still holds the address; the group has not begun to regroup.

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -82,17 +83,22 @@ inline void connect_under(zmq::socket_t& socket, std::optional<RunKey> const& ke
 /// that lets in a peer whose CURVE key is the run's and refuses every other, logging each refusal
 /// with the peer's address (ZeroMQ asks it at each handshake; a plaintext peer fails before, on
 /// the mechanism). Construct it before the socket that serves binds, destroy it after that socket
-/// closes.
+/// closes. Should its socket fail, it says so and stops answering: every later handshake then
+/// waits unanswered, and nobody gets in.
 class KeyGate {
  public:
   KeyGate(zmq::context_t& context, RunKey const& key, std::string who,
           std::ostream* log = &std::clog)
       : handler_(context, std::vector<std::string>{key.public_key}, std::move(who), log) {
-    thread_ = std::jthread([this](std::stop_token stop) {
-      while (!stop.stop_requested()) {
-        zmq::pollitem_t item{handler_.socket().handle(), 0, ZMQ_POLLIN, 0};
-        comm::detail::poll(&item, 1, std::chrono::milliseconds(50));
-        if ((item.revents & ZMQ_POLLIN) != 0) handler_.handle_one();
+    thread_ = std::jthread([this, log](std::stop_token stop) {
+      try {
+        while (!stop.stop_requested()) {
+          zmq::pollitem_t item{handler_.socket().handle(), 0, ZMQ_POLLIN, 0};
+          comm::detail::poll(&item, 1, std::chrono::milliseconds(50));
+          if ((item.revents & ZMQ_POLLIN) != 0) handler_.handle_one();
+        }
+      } catch (std::exception const& e) {  // an exception out of a thread would end the process
+        if (log) *log << "convoy: the key check stopped (" << e.what() << ")" << std::endl;
       }
     });
   }
@@ -104,12 +110,12 @@ class KeyGate {
   std::jthread thread_;  // last: stopped before the handler's socket closes
 };
 
-/// What to add to an error of a process that got no answer: under a key, that a peer without it,
-/// or with another, cannot answer.
+/// What to add to an error of a process that heard nothing from another: under a key, that a
+/// process given another key file, or none, can neither reach it nor be reached.
 inline std::string run_key_hint(std::optional<RunKey> const& key) {
   if (!key) return {};
   return std::string(" (this process talks under the run's key, ") + run_key_variable +
-         ": a process given another key file, or none, cannot answer it)";
+         ": a process given another key file, or none, can neither reach it nor be reached by it)";
 }
 
 }  // namespace convoy::comm::bootstrap

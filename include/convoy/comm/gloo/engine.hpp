@@ -158,7 +158,12 @@ class HostFabric {
   std::size_t world_size() const { return group_.world_size(); }
   std::size_t first_replica() const { return group_.first_replica(); }
   std::string describe() const {
-    if (group_.processes() == 1) return "one process: its replica threads sum in shared memory";
+    if (group_.processes() == 1) {
+      // Its board, where a worker started again knocks, is under the run's key when there is one.
+      auto const mode = group_.bootstrap_mode();
+      return "one process: its replica threads sum in shared memory" +
+             (mode == "plaintext" ? std::string() : "; the bootstrap " + mode);
+    }
     return "Gloo (" + allreducer_->describe(largest_bucket_ * sizeof(float)) + ") over TCP on " +
            listen_ + ", process " + std::to_string(group_.process()) + " of " +
            std::to_string(group_.processes()) +
@@ -263,7 +268,8 @@ class HostFabric {
                                 policy.bootstrap_timeout);
     if (!group) {
       std::clog << "convoy: " << cluster.worker_task(me)
-                << " was started again, but no group answered: the run meets afresh" << std::endl;
+                << " was started again, but no group answered: the run meets afresh"
+                << bootstrap::run_key_hint(bootstrap::run_key()) << std::endl;
     }
     return group;
   }

@@ -82,7 +82,8 @@ class DeviceFabric {
   std::string describe() const {
     return "NCCL ranks " + std::to_string(group_.first_replica()) + "-" +
            std::to_string(group_.first_replica() + comms_.size() - 1) + " of " +
-           std::to_string(group_.world_size()) + " on " + names_;
+           std::to_string(group_.world_size()) + " on " + names_ + "; the bootstrap " +
+           group_.bootstrap_mode();
   }
   /// After a collective timed out: which processes stopped answering, as the liveness board sees
   /// them (empty for a single process).
