@@ -53,8 +53,6 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
   return out ? 0 : 1;
 }
 
-std::string loopback() { return "127.0.0.1:" + std::to_string(testing::free_port()); }
-
 }  // namespace
 
 TEST_CASE("ranks started by torchrun share rank 0's id, though rank 0 comes up late") {
@@ -74,7 +72,7 @@ TEST_CASE("ranks started by torchrun share rank 0's id, though rank 0 comes up l
 }
 
 TEST_CASE("a rank with no rank 0 to ask gives up at its timeout, naming itself and the address") {
-  auto const address = loopback();
+  auto const address = testing::free_loopback_address();
   auto const start = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH_AS(
       comm::nccl::fetch_unique_id(address, 2, id_bytes, {.timeout = 600ms, .retry = 200ms}),
@@ -87,7 +85,7 @@ TEST_CASE("a rank with no rank 0 to ask gives up at its timeout, naming itself a
 }
 
 TEST_CASE("rank 0 names the ranks that never asked") {
-  auto const address = loopback();
+  auto const address = testing::free_loopback_address();
   auto const id = random_id();
   std::vector<std::byte> fetched;
   std::jthread rank1([&] {
@@ -100,7 +98,7 @@ TEST_CASE("rank 0 names the ranks that never asked") {
 }
 
 TEST_CASE("a foreign request is refused and serving goes on; an id of another size is refused") {
-  auto const address = loopback();
+  auto const address = testing::free_loopback_address();
   auto const id = random_id();
   std::jthread rank0(
       [&] { comm::nccl::serve_unique_id(address, id, 3, {.timeout = 10s, .retry = 100ms}); });

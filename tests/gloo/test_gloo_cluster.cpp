@@ -25,6 +25,7 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -176,13 +177,16 @@ struct RowsMlp {
 // run resumed, adds its steps); `kill` as train_task's; checkpoints every 5 steps in
 // `checkpoints`. With the global batch kept, the goal is in epochs: as many as `until` steps.
 int rows_task(std::filesystem::path const& dir, std::int64_t until, Kill kill,
-              bool keep_global_batch, std::filesystem::path const& checkpoints = {}) {
+              bool keep_global_batch, std::filesystem::path const& checkpoints = {},
+              std::size_t start_workers = 0) {
   using S = Strategy<RowsMlp, place::Host, comm::Gloo, sync::Synchronous>;
   auto const rank = Cluster::from_environment(RankJobs::all_workers).worker_rank();
   RowsMlp model;
   auto const last = model.last;
   std::ofstream rows(dir / ("rows" + std::to_string(rank) + ".txt"), std::ios::app);
-  Trainer<S> trainer{S{std::move(model), place::Host{}, gloo_policy(), sync::Synchronous{}},
+  auto policy = gloo_policy();
+  policy.start_workers = start_workers;
+  Trainer<S> trainer{S{std::move(model), place::Host{}, policy, sync::Synchronous{}},
                      optim::Adam{.learning_rate = 0.01f}};
   // Under the run's bootstrap key the placement log says so (the fabric's description).
   if (std::getenv("CONVOY_BOOTSTRAP_KEY")) trainer.strategy().log_placement(std::clog);
@@ -353,6 +357,13 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
     std::sscanf(scenario.c_str(), "rejoin-%d-%lld-%lld", &rank, &step, &until);
     if (char const* again = std::getenv("CONVOY_RESTART"); again && std::atoi(again) > 0) rank = -1;
     return rows_task(dir, until, {.rank = rank, .step = step}, false);
+  }
+  // "late-N": the run starts with N of the cluster's workers (Gloo::start_workers); the others
+  // join as they come, and all reach step rejoin_steps.
+  if (scenario.starts_with("late-")) {
+    std::size_t start = 0;
+    std::sscanf(scenario.c_str(), "late-%zu", &start);
+    return rows_task(dir, rejoin_steps, {}, false, {}, start);
   }
   // "rows-R-S-G[-U]": rank R killed after global step S; the others reach step 40 (or U, then
   // checkpointing in dir/ckpt, from which a later run resumes), each replica's batch kept (G 0)
@@ -917,6 +928,51 @@ TEST_CASE(
     for (auto const& t : tasks) all += testing::read_file(t.log);
     CHECK_MESSAGE(all.find("takes in worker:" + std::to_string(killed)) != std::string::npos, all);
   }
+}
+
+TEST_CASE(
+    "a run of 3 that starts with the 2 there: the third, started later, joins at a step boundary "
+    "and all finish as one") {
+  testing::TempDir dir("gloo-late");
+  std::string const spec = testing::cluster_spec(0, 3);
+  std::vector<testing::Task> tasks(3);
+  auto start = [&](int i) {
+    tasks[i].job = "worker";
+    tasks[i].index = i;
+    tasks[i].status = -1;
+    tasks[i].log = dir.path / ("worker" + std::to_string(i) + ".log");
+    tasks[i].pid = testing::spawn(
+        {program, "--task", "late-2", dir.path.string()},
+        testing::task_environment({testing::tf_config(spec, "worker", i)}), tasks[i].log);
+  };
+  start(0);
+  start(1);
+  auto const deadline = std::chrono::steady_clock::now() + 60s;
+  // Worker 2 comes once the two train.
+  auto trained = [&] {
+    std::ifstream rows(dir.path / "rows0.txt");
+    return std::count(std::istreambuf_iterator<char>(rows), {}, '\n') >= 20;
+  };
+  while (!trained() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  start(2);
+  CHECK(testing::finish(tasks, deadline) == 0);
+  for (auto const& t : tasks) {
+    CAPTURE(t.index);
+    REQUIRE_MESSAGE(t.status == 0, testing::read_file(t.log));
+  }
+  check_one_state(dir.path, 3, rejoin_steps);
+  auto const zero = testing::read_file(tasks[0].log);
+  CHECK_MESSAGE(zero.find("worker:0 starts the run with 2 of 3 workers") != std::string::npos,
+                zero);
+  CHECK_MESSAGE(zero.find("takes in worker:2") != std::string::npos, zero);
+  auto const late = testing::read_file(tasks[2].log);
+  CHECK_MESSAGE(late.find("worker:2 (started after the run) asks the group to take it in") !=
+                    std::string::npos,
+                late);
+  CHECK_MESSAGE(late.find("joins as process 2 of 3") != std::string::npos, late);
+  // Each worker's batch is the first group's: 24 rows of the 48 two workers drew, 72 once three.
+  check_data_plan(dir.path, 3, rejoin_steps, batch_size / 2, 0, false, {});
 }
 
 // Under the run's bootstrap key (CONVOY_BOOTSTRAP_KEY, which convoy-launch passes to every task):

@@ -88,6 +88,9 @@ inline int free_port() {
   return bind_loopback(0);  // no room below the range: a port the kernel picks, as before
 }
 
+/// "127.0.0.1:<port>" with a port free_port() gave: an address for a server of a test to bind.
+inline std::string free_loopback_address() { return "127.0.0.1:" + std::to_string(free_port()); }
+
 /// A base port b such that b+1 .. b+n are free: the rank-only launchers put rank r at b + 1 + r.
 inline int free_port_block(int n) {
   for (int attempt = 0; attempt < 50; ++attempt) {

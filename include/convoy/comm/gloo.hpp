@@ -66,6 +66,11 @@ struct Gloo {
   /// group to take it in; it is taken in at the next step boundary, with the state of the member
   /// furthest on, while the group has fewer than max_workers (0: every worker of the cluster).
   std::size_t max_workers = 0;
+  /// The run starts once this many of the cluster's workers have met, worker 0 among them, and a
+  /// last call of two seconds has passed with no other; the others, started later, join it at a
+  /// step boundary as a worker started again does, up to max_workers (docs/gloo.md, "Starting
+  /// with the workers that are there"). 0: every worker of the cluster meets before any trains.
+  std::size_t start_workers = 0;
   /// The address Gloo's TCP connections listen on; empty: this task's host in the cluster.
   std::string host{};
   /// A network interface to listen on instead ("eth0"), which Gloo resolves to its address.

@@ -53,8 +53,6 @@ struct Process {
   }
 };
 
-std::string loopback() { return "127.0.0.1:" + std::to_string(testing::free_port()); }
-
 // Waits until every process has beaten with its current count.
 void settle() { std::this_thread::sleep_for(3 * quick.interval); }
 
@@ -79,7 +77,7 @@ void check_board_serves(std::string const& address, std::int64_t issued) {
 }  // namespace
 
 TEST_CASE("a process that stops beating is named, with how long it has been silent") {
-  auto const address = loopback();
+  auto const address = testing::free_loopback_address();
   LivenessBoard const board(address, 3);
   Process p0(address, 0), p1(address, 1);
   auto p2 = std::make_unique<Process>(address, 2);
@@ -101,7 +99,7 @@ TEST_CASE("a process that stops beating is named, with how long it has been sile
 
 TEST_CASE(
     "a process whose connection closes with no word is gone; one that regroups or ends is not") {
-  auto const address = loopback();
+  auto const address = testing::free_loopback_address();
   LivenessBoard const board(address, 5);
   Process p0(address, 0), p1(address, 1);
   auto p2 = std::make_unique<Process>(address, 2);
@@ -127,7 +125,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a process that beats but has issued fewer collectives is named as behind") {
-  auto const address = loopback();
+  auto const address = testing::free_loopback_address();
   LivenessBoard const board(address, 3);
   Process p0(address, 0), p1(address, 1), p2(address, 2);
   p0.issued = p2.issued = 12;
@@ -140,7 +138,7 @@ TEST_CASE("a process that beats but has issued fewer collectives is named as beh
 }
 
 TEST_CASE("a process that never came is named; with everyone there, nobody is") {
-  auto const address = loopback();
+  auto const address = testing::free_loopback_address();
   LivenessBoard const board(address, 2);
   Process p0(address, 0);
   settle();
@@ -154,7 +152,7 @@ TEST_CASE("a process that never came is named; with everyone there, nobody is") 
 TEST_CASE(
     "after a failure, a process that never beat is named once it has been given as long "
     "as one that stopped, not at the end of the patience") {
-  auto const address = loopback();
+  auto const address = testing::free_loopback_address();
   LivenessBoard const board(address, 2);
   Process p0(address, 0);  // process 1 died before its first beat reached the board
   settle();
@@ -166,7 +164,7 @@ TEST_CASE(
 }
 
 TEST_CASE("without the board, the first process is the one named, within the answer timeout") {
-  auto const address = loopback();
+  auto const address = testing::free_loopback_address();
   auto board = std::make_unique<LivenessBoard>(address, 2);
   Process p1(address, 1);
   settle();
@@ -181,7 +179,7 @@ TEST_CASE("without the board, the first process is the one named, within the ans
 TEST_CASE(
     "the board ignores what does not speak its protocol, and a board that cannot listen "
     "says where") {
-  auto const address = loopback();
+  auto const address = testing::free_loopback_address();
   LivenessBoard const board(address, 1);
   {
     zmq::context_t context;
@@ -200,7 +198,7 @@ TEST_CASE(
 TEST_CASE(
     "a peer that sends a frame larger than the board takes is disconnected, and the board "
     "serves on") {
-  auto const address = loopback();
+  auto const address = testing::free_loopback_address();
   LivenessBoard const board(address, 1);
   zmq::context_t context;
   auto stranger = stranger_at(context, address);
@@ -212,7 +210,7 @@ TEST_CASE(
 }
 
 TEST_CASE("idle connections beyond the board's cap are closed and never take the process's files") {
-  auto const address = loopback();
+  auto const address = testing::free_loopback_address();
   constexpr std::size_t cap = 8;
   LivenessBoard const board(address, 1, cap);
   auto const open_files = [] {
@@ -247,7 +245,7 @@ TEST_CASE("idle connections beyond the board's cap are closed and never take the
 
 TEST_CASE(
     "a board whose address another program took is done without; the run goes on, saying so") {
-  auto const address = loopback();
+  auto const address = testing::free_loopback_address();
   // Another program holds the first process's address between the rendezvous and the board.
   int const squatter = ::socket(AF_INET, SOCK_STREAM, 0);
   int const yes = 1;
@@ -260,7 +258,7 @@ TEST_CASE(
   REQUIRE(::bind(squatter, reinterpret_cast<::sockaddr*>(&at), sizeof at) == 0);
   REQUIRE(::listen(squatter, 4) == 0);
   Cluster cluster;
-  cluster.jobs["worker"] = {address, loopback()};
+  cluster.jobs["worker"] = {address, testing::free_loopback_address()};
   cluster.job = "worker";
   cluster.index = 0;
   comm::bootstrap::ProcessGroup group(cluster, 1, "comm::Gloo");
@@ -277,7 +275,7 @@ TEST_CASE(
 TEST_CASE(
     "a forged goodbye or beat of another run is dropped: the process that then dies is named as "
     "stopped, and a stranger cannot read the board") {
-  auto const address = loopback();
+  auto const address = testing::free_loopback_address();
   LivenessOptions ours = quick;
   ours.run = "token:ours";
   testing::ClogCapture capture;

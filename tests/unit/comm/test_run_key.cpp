@@ -52,8 +52,6 @@ struct KeyVariable {
   }
 };
 
-std::string loopback() { return "127.0.0.1:" + std::to_string(testing::free_port()); }
-
 // A rendezvous request for rank 1 of the run `run`, sent by a peer of its own on `socket`, which
 // `setup` prepares: whether any answer comes within `wait`.
 template <class Setup>
@@ -85,7 +83,7 @@ TEST_CASE(
   REQUIRE(comm::bootstrap::run_key().has_value());
   CHECK(comm::bootstrap::run_key()->public_key == ours.public_key);
 
-  std::string const address = loopback();
+  std::string const address = testing::free_loopback_address();
   comm::bootstrap::Options const options{.timeout = 20000ms, .retry = 200ms, .run = "token:ours"};
   std::vector<std::byte> const id{std::byte{7}, std::byte{9}};
   testing::ClogCapture capture;
@@ -125,7 +123,7 @@ TEST_CASE(
     "nothing") {
   testing::TempDir dir("run-key-board");
   comm::zmq_ps::write_curve_key_pair(dir.path / "run");
-  std::string const address = loopback();
+  std::string const address = testing::free_loopback_address();
   comm::bootstrap::LivenessOptions const quick{
       .interval = 100ms, .answer = 1000ms, .missed_beats = 10, .run = "token:ours"};
   std::optional<comm::bootstrap::LivenessBoard> board;

@@ -35,6 +35,7 @@
 #include "../bootstrap/process_group.hpp"
 #include "../bootstrap/regroup.hpp"
 #include "../bootstrap/rendezvous.hpp"
+#include "../bootstrap/start.hpp"
 #include "../buckets/bucket_plan.hpp"
 #include "../buckets/collective_engine.hpp"
 #include "../gloo.hpp"
@@ -256,22 +257,66 @@ class HostFabric {
  private:
   // A worker started again (CONVOY_RESTART above 0) knocks for up to 10 s: long enough for a
   // group that is regrouping after this worker's loss to have its board up. When none answers
-  // (every task was started again), the run meets afresh.
+  // (every task was started again), the run meets afresh: every worker of the cluster, or with
+  // start_workers those that are there (started()).
   static std::optional<bootstrap::Group> joined(Gloo const& policy) {
-    char const* restart = std::getenv("CONVOY_RESTART");
-    if (restart == nullptr || std::atoi(restart) <= 0) return std::nullopt;
     Cluster const cluster =
         policy.cluster ? *policy.cluster : Cluster::from_environment(RankJobs::all_workers);
     if (cluster.single_process() || cluster.worker_rank() < 0) return std::nullopt;
     auto const me = static_cast<std::size_t>(cluster.worker_rank());
-    auto group = knock_and_join(cluster, me, "started again", std::chrono::seconds(10),
-                                policy.bootstrap_timeout);
-    if (!group) {
+    if (char const* restart = std::getenv("CONVOY_RESTART"); restart && std::atoi(restart) > 0) {
+      auto group = knock_and_join(cluster, me, "started again", std::chrono::seconds(10),
+                                  policy.bootstrap_timeout);
+      if (group) return group;
       std::clog << "convoy: " << cluster.worker_task(me)
                 << " was started again, but no group answered: the run meets afresh"
                 << bootstrap::run_key_hint(bootstrap::run_key()) << std::endl;
     }
-    return group;
+    if (policy.start_workers == 0 || policy.start_workers >= cluster.worker_count()) {
+      return std::nullopt;
+    }
+    return started(cluster, me, policy);
+  }
+
+  // The group this worker starts in, with the workers that are there (Gloo::start_workers): worker
+  // 0 serves the meeting; another asks it, and when the run started without it, knocks and joins
+  // the group at a step boundary. It asks and knocks in turn (worker 0 may not serve yet, or be
+  // past its meeting), each within a few seconds, until bootstrap_timeout.
+  static bootstrap::Group started(Cluster const& cluster, std::size_t me, Gloo const& policy) {
+    bootstrap::StartOptions options{
+        .start_workers = policy.start_workers,
+        .meeting = {.timeout = policy.bootstrap_timeout, .run = bootstrap::run_identity(cluster)}};
+    auto const& coordinator = cluster.worker_address(0);
+    if (me == 0) {
+      auto group = bootstrap::serve_start(coordinator, cluster.worker_count(), options);
+      std::clog << "convoy: " << cluster.worker_task(0) << " starts the run with "
+                << group.workers.size() << " of " << cluster.worker_count()
+                << " workers; the others join as they come" << std::endl;
+      return group;
+    }
+    auto const deadline = std::chrono::steady_clock::now() + policy.bootstrap_timeout;
+    for (;;) {
+      auto const left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      try {
+        auto asking = options;
+        asking.meeting.timeout = std::min(left, std::chrono::milliseconds(1000));
+        return bootstrap::ask_start(coordinator, me, cluster.worker_count(), asking);
+      } catch (bootstrap::StartedWithout const&) {
+        // Worker 0 has moved on: the group's board, soon up at its address, takes the knock.
+      } catch (TimeoutError const&) {
+        // Worker 0 not there yet, or training: its board does not speak the meeting's protocol.
+      }
+      auto group = knock_and_join(cluster, me, "started after the run", std::chrono::seconds(3),
+                                  policy.bootstrap_timeout);
+      if (group) return std::move(*group);
+    }
+    throw TimeoutError(
+        "convoy: " + cluster.worker_task(me) + " found neither worker 0's start at " + coordinator +
+        " nor a group that trains within " + std::to_string(policy.bootstrap_timeout.count()) +
+        " ms; is worker 0 running, and is its address reachable from here?" +
+        bootstrap::run_key_hint(bootstrap::run_key()));
   }
 
   // Asks each other worker's address for the group's board in turn (300 ms each), for up to
