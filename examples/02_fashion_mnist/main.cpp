@@ -89,6 +89,7 @@ struct Options {
   std::int64_t heartbeat_ms = 0;  // ps-*: ZmqPs::heartbeat; 0: off
   std::int64_t exchange_timeout_ms = 60'000;  // multiworker*: Gloo::timeout
   bool keep_global_batch = false;             // multiworker: FitOptions::keep_global_batch
+  std::size_t start_workers = 0;              // multiworker*: Gloo::start_workers
 };
 
 // Default learning rates, one per optimizer. Adam's, with batch 200 and 20 epochs, is the default
@@ -152,6 +153,8 @@ constexpr std::string_view usage = R"(usage: fashion_mnist [options]
                         processes, 1..3600000                         (default 60000)
   --keep-global-batch   multiworker: when workers are lost or come back, keep the global batch
                         (split over the group) instead of each worker's
+  --start-workers N     multiworker*: start once N workers, worker 0 among them, have met; the
+                        others join as they come; 0: every worker      (default 0)
   --log-placement       print where every variable lives and which replica computes
   --help                print this text
 Exit status: 0 on success, 2 for a bad option (one line on stderr, before any training), 1 for
@@ -313,6 +316,9 @@ Options parse(int argc, char** argv) {
     } else if (arg == "--exchange-timeout-ms") {
       o.exchange_timeout_ms = parse_integer<std::int64_t>(arg, value(), 1, 3'600'000,
                                                           "expected a whole number from 1 to 3600000");
+    } else if (arg == "--start-workers") {
+      o.start_workers = parse_integer<std::size_t>(arg, value(), 0, 4096,
+                                                   "expected a whole number from 0 to 4096");
     } else if (arg == "--heartbeat-ms") {
       o.heartbeat_ms = parse_integer<std::int64_t>(arg, value(), 0, 3'600'000,
                                                    "expected a whole number from 0 to 3600000");
@@ -563,6 +569,7 @@ int train_multiworker([[maybe_unused]] Options const& o,
       return Strategy{convoy::nn::Mlp{sizes},
                       {.replicas = o.replicas, .log_placement = o.log_placement},
                       convoy::comm::Gloo{.timeout = std::chrono::milliseconds(o.exchange_timeout_ms),
+                                         .start_workers = o.start_workers,
                                          .allow_plaintext = o.allow_plaintext}};
     } catch (convoy::ClusterError const&) {
       throw;

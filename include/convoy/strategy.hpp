@@ -255,6 +255,15 @@ class Strategy {
     }
   }
   std::size_t replicas() const { return engine_.state().size(); }
+  /// The replicas the data's plan is made for: replicas(), or, in a collective run whose group
+  /// changed before this process joined it (comm::Gloo), those of the group the run started with.
+  std::size_t planned_replicas() const {
+    if constexpr (requires { engine_.state().planned_replicas(); }) {
+      return engine_.state().planned_replicas();
+    } else {
+      return replicas();
+    }
+  }
   /// Where replica `replica`'s batches are best gathered (io::BatchBuffer): page-locked host memory
   /// when it computes on a GPU, so that its copy to the device is a DMA; the heap otherwise.
   std::pmr::memory_resource* batch_memory(std::size_t replica) const {

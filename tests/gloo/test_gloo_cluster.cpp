@@ -178,7 +178,7 @@ struct RowsMlp {
 // `checkpoints`. With the global batch kept, the goal is in epochs: as many as `until` steps.
 int rows_task(std::filesystem::path const& dir, std::int64_t until, Kill kill,
               bool keep_global_batch, std::filesystem::path const& checkpoints = {},
-              std::size_t start_workers = 0) {
+              std::size_t start_workers = 0, std::size_t batch = batch_size) {
   using S = Strategy<RowsMlp, place::Host, comm::Gloo, sync::Synchronous>;
   auto const rank = Cluster::from_environment(RankJobs::all_workers).worker_rank();
   RowsMlp model;
@@ -191,12 +191,12 @@ int rows_task(std::filesystem::path const& dir, std::int64_t until, Kill kill,
   // Under the run's bootstrap key the placement log says so (the fabric's description).
   if (std::getenv("CONVOY_BOOTSTRAP_KEY")) trainer.strategy().log_placement(std::clog);
   auto const set = numbered_data();
-  auto const steps_per_epoch = static_cast<double>(set.rows() / batch_size);
+  auto const steps_per_epoch = static_cast<double>(set.rows() / batch);
   auto const losses = fit_on(
       trainer, set,
       {.steps = keep_global_batch ? 0 : until,
        .epochs = keep_global_batch ? (static_cast<double>(until) - 0.5) / steps_per_epoch : 0.0,
-       .batch_size = batch_size,
+       .batch_size = batch,
        .keep_global_batch = keep_global_batch},
       checkpoints, [&](StepReport const& r) {
         rows << r.global_step;
@@ -358,12 +358,12 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
     if (char const* again = std::getenv("CONVOY_RESTART"); again && std::atoi(again) > 0) rank = -1;
     return rows_task(dir, until, {.rank = rank, .step = step}, false);
   }
-  // "late-N": the run starts with N of the cluster's workers (Gloo::start_workers); the others
-  // join as they come, and all reach step rejoin_steps.
+  // "late-N-B": the run starts with N of the cluster's workers (Gloo::start_workers), batches of
+  // B rows; the others join as they come, and all reach step rejoin_steps.
   if (scenario.starts_with("late-")) {
-    std::size_t start = 0;
-    std::sscanf(scenario.c_str(), "late-%zu", &start);
-    return rows_task(dir, rejoin_steps, {}, false, {}, start);
+    std::size_t start = 0, batch = 0;
+    std::sscanf(scenario.c_str(), "late-%zu-%zu", &start, &batch);
+    return rows_task(dir, rejoin_steps, {}, false, {}, start, batch);
   }
   // "rows-R-S-G[-U]": rank R killed after global step S; the others reach step 40 (or U, then
   // checkpointing in dir/ckpt, from which a later run resumes), each replica's batch kept (G 0)
@@ -550,6 +550,21 @@ TEST_CASE("a Gloo listen address off loopback is refused unless plaintext is all
   using S = Strategy<nn::Mlp, place::Host, comm::Gloo, sync::Synchronous>;
   CHECK_THROWS_WITH_AS(S(make_model(), {}, comm::Gloo{.cluster = cluster}),
                        doctest::Contains("off loopback"), Error);
+}
+
+TEST_CASE("start_workers with fail_fast, below min_workers or above max_workers is refused first") {
+  Cluster cluster;
+  cluster.jobs["worker"] = {"192.0.2.1:2222", "192.0.2.2:2222", "192.0.2.3:2222"};  // never met
+  cluster.job = "worker";
+  cluster.index = 0;
+  using S = Strategy<nn::Mlp, place::Host, comm::Gloo, sync::Synchronous>;
+  auto refused = [&](comm::Gloo policy, char const* why) {
+    policy.cluster = cluster;
+    CHECK_THROWS_WITH_AS(S(make_model(), {}, policy), doctest::Contains(why), Error);
+  };
+  refused({.fail_fast = true, .start_workers = 2}, "which fail_fast turns off");
+  refused({.min_workers = 2, .start_workers = 1}, "is below min_workers 2");
+  refused({.max_workers = 1, .start_workers = 2}, "is above max_workers 1");
 }
 
 TEST_CASE("a process whose replica fails mid-allreduce ends when its peer's bytes come") {
@@ -942,7 +957,7 @@ TEST_CASE(
     tasks[i].status = -1;
     tasks[i].log = dir.path / ("worker" + std::to_string(i) + ".log");
     tasks[i].pid = testing::spawn(
-        {program, "--task", "late-2", dir.path.string()},
+        {program, "--task", "late-2-50", dir.path.string()},
         testing::task_environment({testing::tf_config(spec, "worker", i)}), tasks[i].log);
   };
   start(0);
@@ -971,8 +986,9 @@ TEST_CASE(
                     std::string::npos,
                 late);
   CHECK_MESSAGE(late.find("joins as process 2 of 3") != std::string::npos, late);
-  // Each worker's batch is the first group's: 24 rows of the 48 two workers drew, 72 once three.
-  check_data_plan(dir.path, 3, rejoin_steps, batch_size / 2, 0, false, {});
+  // Each worker's batch is the first group's, the third's too: 25 rows of the 50 two workers drew
+  // (a batch three could not split), 75 once three.
+  check_data_plan(dir.path, 3, rejoin_steps, 25, 0, false, {});
 }
 
 // Under the run's bootstrap key (CONVOY_BOOTSTRAP_KEY, which convoy-launch passes to every task):

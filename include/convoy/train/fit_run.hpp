@@ -79,7 +79,7 @@ class FitRun {
     // A run whose group changed before the checkpoint goes on from the row where it stood, with
     // this run's own batch over its own replicas.
     if (auto& data = latest->checkpoint.state.counters.data; data != DataOrigin{}) {
-      io::Sampler const sampler(train_.rows(), options_.batch_size, strategy_.replicas(),
+      io::Sampler const sampler(train_.rows(), options_.batch_size, strategy_.planned_replicas(),
                                 latest->checkpoint.data_seed);
       auto const step = latest->checkpoint.state.counters.global_step;
       data = {.step = step, .row = sampler.row_at(data, step), .batch = 0, .replicas = 0};
@@ -93,7 +93,7 @@ class FitRun {
 
   /// The goal, and each replica's batches in the sampler's order.
   void make_plan() {
-    auto const replicas = strategy_.replicas();
+    auto const replicas = strategy_.planned_replicas();
     io::Sampler const sampler(train_.rows(), options_.batch_size, replicas, seed_);
     rows_per_replica_ = sampler.rows_per_replica();
     auto const steps_per_epoch = static_cast<std::int64_t>(sampler.steps_per_epoch());
@@ -393,10 +393,11 @@ class FitRun {
   // A replica on a GPU gathers its rows on its share of the host's cores, which it leaves idle:
   // its step is shorter than a one-core gather. On the host the replicas use the cores.
   std::vector<int> gather_threads() const {
-    auto const replicas = strategy_.replicas();
+    // One for each of the plan's buffers (make_plan).
+    auto const replicas = strategy_.planned_replicas();
     std::vector<int> threads(replicas, 1);
     for (std::size_t r = 0; r < replicas; ++r) {
-      if (strategy_.on_device(r)) {
+      if (r < strategy_.replicas() && strategy_.on_device(r)) {
         threads[r] = static_cast<int>(std::clamp<std::size_t>(
             std::max(1u, std::thread::hardware_concurrency()) / replicas, 1, 8));
       }

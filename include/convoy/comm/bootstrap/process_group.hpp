@@ -67,6 +67,8 @@ class ProcessGroup {
   /// The run's replicas, and the number of this process's first.
   std::size_t world_size() const { return processes() * local_; }
   std::size_t first_replica() const { return process() * local_; }
+  /// The replicas of the group the run started with: those the data's plan is made for.
+  std::size_t first_world_size() const { return members_.started_with() * local_; }
   /// The group that trains: cluster worker ranks by process rank, this one's, the generation.
   Group const& members() const { return members_; }
   /// Process `p`'s address in the cluster, and "worker:1" of it, for messages.

@@ -83,6 +83,11 @@ struct Group {
   std::size_t rank = 0;
   /// How many times the run's group has changed.
   std::uint64_t generation = 0;
+  /// The processes of the group the run started with (0: this group's own), whose replicas the
+  /// data's plan is made for: a worker that joins later plans as the first group did.
+  std::size_t first_size = 0;
+
+  std::size_t started_with() const { return first_size != 0 ? first_size : workers.size(); }
 };
 
 namespace detail {
@@ -479,7 +484,8 @@ class Regroup {
       return reply("closed", "it re-formed as " + agreed_text());
     newcomers_answered_.insert(c);
     if (!refusal_.empty()) return reply("refused", refusal_);
-    return reply("group", join(agreed_));
+    // A newcomer learns the size of the group the run started with, which the members know.
+    return reply("group", join(agreed_) + ";" + std::to_string(last_.started_with()));
   }
 
   void lead() {
@@ -557,7 +563,9 @@ class Regroup {
       if (m == 1 && n > 1 && !quorum) throw LeftBehind("convoy: " + refusal_ + "; the run stops");
       throw Error("convoy: " + refusal_ + "; the run stops");
     }
-    return group_of(agreed_, last_.workers.at(me_), last_.generation + 1);
+    auto group = group_of(agreed_, last_.workers.at(me_), last_.generation + 1);
+    group.first_size = last_.started_with();
+    return group;
   }
 
   void take_group(std::string const& text, std::size_t from) {
@@ -568,6 +576,7 @@ class Regroup {
                           "', which does not hold " + name(me_));
     }
     result_ = group_of(*workers, mine, last_.generation + 1);
+    result_->first_size = last_.started_with();
   }
 
   Cluster const* cluster_;
@@ -622,12 +631,17 @@ inline Group join_group(Cluster const& cluster, std::size_t rank, std::string co
     if (!answer) continue;
     auto const& [kind, text] = *answer;
     if (kind == "group") {
-      auto const workers = detail::split(text, cluster.worker_count());
+      // "<workers>;<the first group's size>"
+      auto const sizes = text.find(';');
+      auto const first = detail::number(sizes == text.npos ? "" : text.substr(sizes + 1));
+      auto const workers = detail::split(text.substr(0, sizes), cluster.worker_count());
       if (!workers || std::find(workers->begin(), workers->end(), rank) == workers->end()) {
         throw ProtocolError("convoy: " + cluster.worker_task(rank) + " asked to join at " + leader +
                             " and got the group '" + text + "', which does not hold it");
       }
-      return detail::group_of(*workers, rank, generation + 1);
+      auto group = detail::group_of(*workers, rank, generation + 1);
+      group.first_size = first && *first > 0 ? static_cast<std::size_t>(*first) : 0;
+      return group;
     }
     if (kind == "closed" || kind == "refused") {
       throw Error("convoy: " + cluster.worker_task(rank) + " asked to join the group at " + leader +

@@ -47,6 +47,12 @@ struct Options {
   std::string run{};
 };
 
+/// ask()'s TimeoutError when rank 0 answered within the timeout but was still waiting for other
+/// ranks: it is there, and a rank may ask again at once.
+struct StillWaiting : TimeoutError {
+  using TimeoutError::TimeoutError;
+};
+
 namespace detail {
 inline std::string endpoint(std::string const& address) { return "tcp://" + address; }
 inline std::string frame_text(zmq::message_t const& m) { return std::string(m.to_string_view()); }
@@ -265,7 +271,7 @@ inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
     return answer;
   }
   if (!missing.empty()) {
-    throw TimeoutError("convoy: rank " + rank_text + " could not fetch " + std::string(what) +
+    throw StillWaiting("convoy: rank " + rank_text + " could not fetch " + std::string(what) +
                        " from rank 0 at " + address + ": after " +
                        std::to_string(options.timeout.count()) +
                        " ms rank 0 was still waiting for rank(s) " + missing +

@@ -69,6 +69,7 @@ class StartMeeting {
     if (!group_ && came_.size() >= options_.start_workers &&
         (came_.size() == workers_ || now - last_came_ >= options_.last_call)) {
       group_ = Group{.workers = {came_.begin(), came_.end()}, .rank = 0, .generation = 0};
+      group_->first_size = group_->workers.size();
     }
     if (group_ && !lingering_ && answered_.size() == group_->workers.size()) {
       lingering_ = now + 2 * options_.meeting.retry;  // an answer lost on a connection given up
@@ -116,8 +117,11 @@ class StartMeeting {
   TimeoutError timed_out(std::optional<RunKey> const& key) const {
     std::string list;
     for (std::size_t w = 0; w < workers_; ++w) {
-      if (!(group_ ? answered_ : came_).contains(w))
-        list += (list.empty() ? "" : ", ") + std::to_string(w);
+      bool const missing = group_
+                               ? std::ranges::find(group_->workers, w) != group_->workers.end() &&
+                                     !answered_.contains(w)
+                               : !came_.contains(w);
+      if (missing) list += (list.empty() ? "" : ", ") + std::to_string(w);
     }
     return TimeoutError("convoy: worker 0 waited " +
                         std::to_string(options_.meeting.timeout.count()) + " ms at " + address_ +
@@ -203,7 +207,9 @@ inline Group ask_start(std::string const& address, std::size_t rank, std::size_t
     throw ProtocolError("convoy: worker " + std::to_string(rank) + " got the group '" + text(1) +
                         "' from worker 0 at " + address + ", which does not hold it");
   }
-  return detail::group_of(*members, rank, 0);
+  auto group = detail::group_of(*members, rank, 0);
+  group.first_size = members->size();
+  return group;
 }
 
 }  // namespace convoy::comm::bootstrap

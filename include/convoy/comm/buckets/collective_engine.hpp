@@ -112,6 +112,10 @@ class CollectiveState {
   group_type const& group() const { return group_; }
   /// Every replica of the run, in every process.
   std::size_t size() const { return group_.counted_replicas(); }
+  /// The replicas the data's plan is made for: the run's first group's (a process that joined a
+  /// group that changed since plans as that one did).
+  std::size_t planned_replicas() const { return planned_ != 0 ? planned_ : size(); }
+  void plan_for(std::size_t replicas) { planned_ = replicas; }
   Variables const& layout() const { return group_.layout(); }
   Counters const& counters() const { return group_.counters(); }
   optim::Optimizer const& optimizer() const { return group_.optimizer(); }
@@ -130,6 +134,7 @@ class CollectiveState {
 
  private:
   group_type group_;
+  std::size_t planned_ = 0;  // plan_for(); 0: size()
 };
 
 namespace detail {
@@ -174,6 +179,9 @@ class CollectiveEngine {
         bucket_bytes_(comm.bucket_bytes),
         fabric_(std::make_unique<Fabric>(comm, state_->group(), plan_)) {
     auto const world = static_cast<std::size_t>(fabric_->world_size());
+    if constexpr (requires { fabric_->first_world_size(); }) {
+      state_->plan_for(fabric_->first_world_size());
+    }
     sync_.check(world);
     if constexpr (std::same_as<Sync, sync::Synchronous>) {
       auto const m = static_cast<std::size_t>(sync.replicas_to_aggregate);

@@ -158,6 +158,9 @@ class HostFabric {
   HostExchange::Port& exchange(std::size_t replica) { return exchange_->port(replica); }
   std::size_t world_size() const { return group_.world_size(); }
   std::size_t first_replica() const { return group_.first_replica(); }
+  /// The replicas of the group the run started with (a group that grew or shrank since plans its
+  /// data as that one did).
+  std::size_t first_world_size() const { return group_.first_world_size(); }
   std::string describe() const {
     if (group_.processes() == 1) {
       // Its board, where a worker started again knocks, is under the run's key when there is one.
@@ -275,7 +278,29 @@ class HostFabric {
     if (policy.start_workers == 0 || policy.start_workers >= cluster.worker_count()) {
       return std::nullopt;
     }
+    check_start(policy);
     return started(cluster, me, policy);
+  }
+
+  // start_workers takes in the workers that come later as a regroup does: it needs regrouping, and
+  // a first group that meets the floor and the cap.
+  static void check_start(Gloo const& policy) {
+    auto const n = std::to_string(policy.start_workers);
+    if (policy.fail_fast) {
+      throw Error(
+          "convoy: Gloo::start_workers " + n +
+          " takes the workers that come later in as a "
+          "regroup does, which fail_fast turns off; leave fail_fast false, or start_workers "
+          "0 to wait for every worker");
+    }
+    if (policy.start_workers < policy.min_workers) {
+      throw Error("convoy: Gloo::start_workers " + n + " is below min_workers " +
+                  std::to_string(policy.min_workers) + ": the first group could not train");
+    }
+    if (policy.max_workers != 0 && policy.start_workers > policy.max_workers) {
+      throw Error("convoy: Gloo::start_workers " + n + " is above max_workers " +
+                  std::to_string(policy.max_workers));
+    }
   }
 
   // The group this worker starts in, with the workers that are there (Gloo::start_workers): worker
@@ -305,6 +330,8 @@ class HostFabric {
         return bootstrap::ask_start(coordinator, me, cluster.worker_count(), asking);
       } catch (bootstrap::StartedWithout const&) {
         // Worker 0 has moved on: the group's board, soon up at its address, takes the knock.
+      } catch (bootstrap::StillWaiting const&) {
+        continue;  // worker 0 is there and its meeting open (the last call): ask again at once
       } catch (TimeoutError const&) {
         // Worker 0 not there yet, or training: its board does not speak the meeting's protocol.
       }
