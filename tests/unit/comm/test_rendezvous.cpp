@@ -18,6 +18,7 @@
 
 #include "clog_capture.hpp"
 #include "processes.hpp"
+#include "rendezvous_rank0.hpp"
 #include "zmq_watch.hpp"
 
 namespace test_comm_rendezvous {
@@ -26,15 +27,10 @@ using namespace convoy;
 using namespace std::chrono_literals;
 
 TEST_CASE("a peer that sends a frame past rank 0's cap is disconnected, and rank 1 is served") {
-  std::string const address = "127.0.0.1:" + std::to_string(testing::free_port());
+  std::string const address = testing::free_loopback_address();
   comm::bootstrap::Options const options{.timeout = 20000ms, .retry = 200ms};
   std::vector<std::byte> const id{std::byte{7}, std::byte{9}};
-  std::thread rank0([&] {
-    comm::bootstrap::serve(address, 2, options, "test/1", "the test's id",
-                           [&](int, std::span<std::byte const>) {
-                             return std::optional(std::vector<std::vector<std::byte>>{id});
-                           });
-  });
+  auto rank0 = testing::serve_rank0(address, options, id);
   {
     zmq::context_t context;
     zmq::socket_t stranger(context, zmq::socket_type::req);
@@ -60,16 +56,11 @@ TEST_CASE("a peer that sends a frame past rank 0's cap is disconnected, and rank
 TEST_CASE(
     "rank 0 serves its own run only: a request of another run is refused, said once, and "
     "the real rank is served") {
-  std::string const address = "127.0.0.1:" + std::to_string(testing::free_port());
+  std::string const address = testing::free_loopback_address();
   comm::bootstrap::Options const options{.timeout = 20000ms, .retry = 200ms, .run = "token:ours"};
   std::vector<std::byte> const id{std::byte{7}, std::byte{9}};
   testing::ClogCapture capture;
-  std::thread rank0([&] {
-    comm::bootstrap::serve(address, 2, options, "test/1", "the test's id",
-                           [&](int, std::span<std::byte const>) {
-                             return std::optional(std::vector<std::vector<std::byte>>{id});
-                           });
-  });
+  auto rank0 = testing::serve_rank0(address, options, id);
   // A registration forged for rank 1, then one of a task started without the run's token.
   std::vector<std::byte> const payload{std::byte{1}};
   auto forged = options;
@@ -95,7 +86,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a rank takes no answer from a rank 0 of another run") {
-  std::string const address = "127.0.0.1:" + std::to_string(testing::free_port());
+  std::string const address = testing::free_loopback_address();
   // Another run's rank 0 on this address: it answers in the protocol, for its own run.
   zmq::context_t context;
   zmq::socket_t other(context, zmq::socket_type::rep);

@@ -24,6 +24,7 @@
 
 #include "clog_capture.hpp"
 #include "processes.hpp"
+#include "rendezvous_rank0.hpp"
 #include "temp_dir.hpp"
 
 namespace test_comm_run_key {
@@ -87,12 +88,7 @@ TEST_CASE(
   comm::bootstrap::Options const options{.timeout = 20000ms, .retry = 200ms, .run = "token:ours"};
   std::vector<std::byte> const id{std::byte{7}, std::byte{9}};
   testing::ClogCapture capture;
-  std::thread rank0([&] {
-    comm::bootstrap::serve(address, 2, options, "test/1", "the test's id",
-                           [&](int, std::span<std::byte const>) {
-                             return std::optional(std::vector<std::vector<std::byte>>{id});
-                           });
-  });
+  auto rank0 = testing::serve_rank0(address, options, id);
   // The run's identity is no help without the key: neither peer gets past the handshake.
   CHECK_FALSE(stranger_answered(
       address, options.run, [](zmq::socket_t&) {}, 1500ms));

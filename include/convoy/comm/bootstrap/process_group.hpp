@@ -54,7 +54,7 @@ class ProcessGroup {
       members_.rank = cluster_.single_process() ? 0 : std::size_t(cluster_.worker_rank());
     }
     run_ = group_identity(run_identity(cluster_), members_.generation);
-    keyed_ = run_key().has_value();  // a bad key file is named here, before any socket opens
+    bootstrap_mode_ = run_key_mode(run_key());  // a bad key file is named here, before any socket
   }
   ProcessGroup(ProcessGroup const&) = delete;
   ProcessGroup& operator=(ProcessGroup const&) = delete;
@@ -89,7 +89,7 @@ class ProcessGroup {
   std::string const& run() const { return run_; }
   /// How the bootstrap talks, for the first log line: "plaintext", or "CURVE under
   /// CONVOY_BOOTSTRAP_KEY" (run_key.hpp).
-  std::string bootstrap_mode() const { return keyed_ ? run_key_mode(run_key()) : "plaintext"; }
+  std::string const& bootstrap_mode() const { return bootstrap_mode_; }
 
   /// Starts the liveness board (on the first process) and this process's reporter, which beats
   /// with `issued()`, the collectives this process has issued; call it once the rendezvous has
@@ -169,8 +169,8 @@ class ProcessGroup {
   Cluster cluster_;
   Group members_;
   std::string run_;
-  bool keyed_ = false;     // under the run's bootstrap key
-  std::size_t local_ = 1;  // replicas a process
+  std::string bootstrap_mode_;  // run_key_mode(), read when the group is made
+  std::size_t local_ = 1;       // replicas a process
   std::chrono::milliseconds stale_{3000};
   std::unique_ptr<LivenessBoard> board_;        // the first process only
   std::unique_ptr<LivenessReporter> reporter_;  // stopped before the fabric's counts go
