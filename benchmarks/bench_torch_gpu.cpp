@@ -12,7 +12,7 @@
 // the same steps from its start: each run() starts its replica threads, and LibTorch keeps its
 // cuDNN plans per thread, so a run's first steps plan (and autotune) every convolution again.
 // --diagnose adds rows that take convoy's differences one at a time into the plain loop: its
-// parameters as views of one managed-memory arena (exec::Cuda::adopt's), and the loop on a thread
+// parameters as views of one device-memory arena (exec::Cuda::adopt's), and the loop on a thread
 // and stream of its own.
 //
 // Run: build/benchmarks/bench_torch_gpu [--repeats N] [--quick] [--diagnose] [--eager PATH]
@@ -86,17 +86,17 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 void synchronize() { exec::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", 0); }
 
 // How the plain loop keeps its parameters and where it runs (--diagnose).
-enum class Variant { plain, managed, own_thread, own_stream, own_thread_and_stream };
+enum class Variant { plain, arena, own_thread, own_stream, own_thread_and_stream };
 
-// The module's parameters as views of one managed arena holding their values, as a replica's on
-// place::Gpu. The arena outlives the module (declared first).
+// The module's parameters as views of one cudaMalloc'd arena holding their values, as a replica's
+// on place::Gpu. The arena outlives the module (declared first).
 template <class Net>
-std::shared_ptr<float> into_managed(Net& net) {
+std::shared_ptr<float> into_arena(Net& net) {
   std::int64_t count = 0;
   for (auto const& p : net->parameters()) count += p.numel();
   void* memory = nullptr;
-  exec::cuda::check(cudaMallocManaged(&memory, static_cast<std::size_t>(count) * sizeof(float)),
-                    "cudaMallocManaged", 0);
+  exec::cuda::check(cudaMalloc(&memory, static_cast<std::size_t>(count) * sizeof(float)),
+                    "cudaMalloc", 0);
   std::shared_ptr<float> arena(static_cast<float*>(memory), [](float* q) { (void)cudaFree(q); });
   torch::NoGradGuard no_grad;
   std::int64_t at = 0;
@@ -134,7 +134,7 @@ double plain_loop(std::function<Net()> const& make, Workload const& w, PinnedBat
   std::shared_ptr<float> arena;
   auto net = make();
   net->to(torch::kCUDA);
-  if (variant == Variant::managed) arena = into_managed(net);
+  if (variant == Variant::arena) arena = into_arena(net);
   net->train();
   torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(learning_rate));
   std::vector<std::int64_t> sizes{static_cast<std::int64_t>(w.batch)};
@@ -209,7 +209,7 @@ bench::Record bench_model(Workload const& w, std::function<Net()> const& make, i
                                             [&] { return with_convoy(make, w, data); },
                                             [&] { return with_convoy(make, w, data, true); }};
   std::vector<std::pair<char const*, Variant>> const variants{
-      {"plain, managed params", Variant::managed},
+      {"plain, arena params", Variant::arena},
       {"plain, own thread", Variant::own_thread},
       {"plain, own stream", Variant::own_stream},
       {"plain, own thread+stream", Variant::own_thread_and_stream}};
@@ -280,10 +280,6 @@ int main(int argc, char** argv) {
   std::printf("bench_torch_gpu: %s, LibTorch %s\n",
               exec::cuda::describe(exec::cuda::device_info(0)).c_str(), TORCH_VERSION);
   at::globalContext().setBenchmarkCuDNN(true);
-  int concurrent = 0, pageable = 0;
-  (void)cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, 0);
-  (void)cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, 0);
-  std::printf("concurrent managed access: %d, pageable memory access: %d\n", concurrent, pageable);
   if (quick) repeats = 1;
   auto const eager = read_eager(eager_path);
   Workload const resnet18{"ResNet-18 224x224x3", "resnet18",    {3, 224, 224}, 64,

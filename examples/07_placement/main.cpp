@@ -52,8 +52,8 @@ void train(char const* what, Placement placement, convoy::io::Dataset const& dat
 }
 
 #if defined(CONVOY_WITH_CUDA)
-// (4) The device backend driven by hand: the model's arenas move to the device (managed memory,
-// so get_weights() still reads them by name), and forward_backward and the optimizer run there.
+// (4) The device backend driven by hand: the model's arenas move to the device's memory
+// (get_weights() copies them out by name), and forward_backward and the optimizer run there.
 void by_hand_on_the_device(convoy::io::Dataset const& data) {
   if (convoy::exec::cuda::device_count() == 0) {
     std::cout << "-- exec::Cuda: the CUDA runtime sees no device; nothing runs on a GPU here\n";
@@ -65,7 +65,7 @@ void by_hand_on_the_device(convoy::io::Dataset const& data) {
   convoy::exec::Cuda const gpu(0);
   auto const scope = gpu.enter();  // gpu's device is this thread's current one
   convoy::nn::Mlp host({8, 16, 3}), device = host;
-  gpu.adopt(device.variables());  // both arenas to the device, in managed memory
+  gpu.adopt(device.variables());  // both arenas to the device's memory
   convoy::optim::Optimizer const sgd = convoy::optim::Sgd{0.1f};
   auto host_state = sgd.make_state(host.variables().element_count());
   auto device_state = sgd.make_state(device.variables().element_count());
@@ -80,11 +80,11 @@ void by_hand_on_the_device(convoy::io::Dataset const& data) {
     std::cout << "step " << step << ": loss on /cpu:0 " << on_host << ", on " << gpu.name << " "
               << on_device << "\n";
   }
-  gpu.synchronize();  // before the host reads the weights
+  gpu.synchronize();  // the work queued on gpu.stream() is done
   // example-end device
   for (auto const& [name, tensor] : device.variables().get_weights())
     std::cout << "convoy placement: " << name << " " << convoy::to_string(tensor.shape) << " -> "
-              << gpu.name << " (managed memory; read here by name)\n";
+              << gpu.name << " (device memory; copied here by name)\n";
 }
 #endif
 

@@ -218,6 +218,14 @@ TEST_CASE("one replica on the device matches a plain LibTorch CUDA loop step for
   auto const first = replica.net()->parameters().front();
   CHECK(first.data_ptr<float>() == replica.variables().weights().data());
   CHECK(first.grad().data_ptr<float>() == replica.variables().grads().data());
+  // ... which are device memory (cudaMalloc), not managed: the host reads them through copies.
+  CHECK(replica.variables().arenas_on_device());
+  for (float const* arena :
+       {replica.variables().weights().data(), replica.variables().grads().data()}) {
+    cudaPointerAttributes attributes{};
+    REQUIRE(cudaPointerGetAttributes(&attributes, arena) == cudaSuccess);
+    CHECK(attributes.type == cudaMemoryTypeDevice);
+  }
 }
 
 TEST_CASE("a checkpoint written on the device resumes on the host, and the other way round") {

@@ -42,10 +42,15 @@ class ReplicaGroup {
   ReplicaGroup(Model prototype, Placement placement, bool central) : placement_(placement) {
     // A model that computes on the host only tells a placement that could put it on a device,
     // which then falls back to the host in one line, or refuses under strict placement.
-    if constexpr (computes_on_host_only<Model> && hears_host_only_models<Placement>) {
-      placement_.host_only_because = Model::device_refusal();
-    }
+    auto const host_only = host_only_reason<Model, context_type>();
+    if constexpr (hears_host_only_models<Placement>) placement_.host_only_because = host_only;
     if constexpr (resolves_devices<Placement>) placement_.resolve();
+    if constexpr (may_compute_on_device<context_type> && !hears_host_only_models<Placement>) {
+      if (!host_only.empty() && placement_.context(0).on_device()) {
+        throw PlacementError("convoy: " + std::string(Placement::name) + " puts the replicas on " +
+                             placement_.context(0).name + ", but " + host_only);
+      }
+    }
     auto const count = static_cast<std::size_t>(std::max(1, placement_.replica_count()));
     std::uint64_t const base_seed = prototype.variables().rng()();
     replicas_.reserve(count);
@@ -69,7 +74,7 @@ class ReplicaGroup {
       }
       auto const w = layout().weights();
       allocate_central(w.size());
-      std::ranges::copy(w, central_.begin());
+      layout().copy(central_.data(), w.data(), w.size());
     }
     for (auto& r : replicas_) places_.emplace_back(r->variables());
     counters_.local_steps.assign(count, 0);
@@ -146,7 +151,8 @@ class ReplicaGroup {
   /// (asynchronous runs); snapshot() leaves the generators out then.
   void set_at_rest(bool at_rest) { at_rest_ = at_rest; }
 
-  /// The authoritative weights (the central copy, or replica 0's), flat in layout order.
+  /// The authoritative weights (the central copy, or replica 0's), flat in layout order: device
+  /// memory when replica 0's arenas are (Variables::arenas_on_device), which read_weights() copies.
   std::span<float const> weights() const {
     return has_central() ? std::span<float const>(central_) : layout().weights();
   }
@@ -155,18 +161,25 @@ class ReplicaGroup {
     check_flat_size(out.size(), "read_weights");
     std::unique_lock lock(*gate_);
     auto const w = weights();
-    std::copy(w.begin(), w.end(), out.begin());
+    layout().copy(out.data(), w.data(), w.size());
   }
   /// The gradient arenas of replicas [0, count), each times `scale`, summed: the mean gradient that
   /// Strategy::get_gradients reports, with the scale each engine knows. Only while those replicas
   /// are at rest (between runs, or in a lock-step callback).
   std::vector<float> scaled_gradient_sum(std::size_t count, float scale) const {
     std::vector<float> sum(layout().element_count(), 0.0f);
+    std::vector<float> staged;  // a variable's gradient, from a device arena
     for (std::size_t r = 0; r < count; ++r) {
       auto const& places = places_[r];
+      auto const& vars = replicas_[r]->variables();
       for (std::size_t v = 0; v < places.list().size(); ++v) {
         auto const& var = places.list()[v];
-        float const* const grad = places.of(v);
+        float const* grad = places.of(v);
+        if (vars.arenas_on_device()) {
+          staged.resize(var.size);
+          vars.copy(staged.data(), grad, var.size);
+          grad = staged.data();
+        }
         for (std::size_t i = 0; i < var.size; ++i) sum[var.offset + i] += grad[i] * scale;
       }
     }
@@ -175,7 +188,10 @@ class ReplicaGroup {
   /// Copies the central weights, when there are any, into every replica that keeps its own.
   void publish_central() {
     if (!has_central() || bound_) return;
-    for (auto& r : replicas_) std::ranges::copy(central_, r->variables().weights().begin());
+    for (auto& r : replicas_) {
+      auto& vars = r->variables();
+      vars.copy(vars.weights().data(), central_.data(), central_.size());
+    }
   }
 
   /// Replica 0, with the authoritative weights (between runs).
@@ -187,7 +203,10 @@ class ReplicaGroup {
     check_flat_size(flat.size(), "set_flat");
     if (has_central()) std::ranges::copy(flat, central_.begin());
     if (bound_) return;
-    for (auto& r : replicas_) std::ranges::copy(flat, r->variables().weights().begin());
+    for (auto& r : replicas_) {
+      auto& vars = r->variables();
+      vars.copy(vars.weights().data(), flat.data(), flat.size());
+    }
   }
   /// Sets every variable by name in every replica and the central copy. Throws LoadError naming
   /// every unknown, missing and mis-shaped name; on error nothing changes.
@@ -235,7 +254,7 @@ class ReplicaGroup {
         if (!in) throw Error("convoy: a generator state in the snapshot does not parse");
       }
     }
-    // Nothing below throws but std::bad_alloc.
+    // Nothing below throws but std::bad_alloc and a lost device's DeviceError.
     assign_flat(unpacked.weights);
     // Copied into place: the slots stay in the memory set_optimizer chose (a device context's).
     for (std::size_t slot = 0; slot < slots_.slots.size(); ++slot)

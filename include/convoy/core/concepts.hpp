@@ -162,7 +162,8 @@ concept has_batch_memory = requires(C const& c) {
 };
 
 /// Optional on an execution context: `std::pmr::memory_resource* memory() const`, where a replica's
-/// arenas and the optimizer's slots live (managed memory on a device).
+/// optimizer slots and a model's buffers live (managed memory on a device: the host reads and
+/// writes them between steps).
 template <class C>
 concept has_arena_memory = requires(C const& c) {
   { c.memory() } -> std::convertible_to<std::pmr::memory_resource*>;
@@ -175,6 +176,21 @@ template <class M>
 concept computes_on_host_only = requires {
   { M::device_refusal() } -> std::convertible_to<std::string>;
 };
+
+/// Why `M` computes on the host in `Context` whatever its placement, or empty: its own
+/// device_refusal(), or, for a context that may be a device, a forward_backward that takes no
+/// context, which computes on the host and cannot reach arenas in a device's memory.
+template <class M, class Context>
+std::string host_only_reason() {
+  if constexpr (computes_on_host_only<M>) {
+    return M::device_refusal();
+  } else if constexpr (may_compute_on_device<Context> && !computes_in<M, Context>) {
+    return "the model's forward_backward takes no execution context, so it computes on the host "
+           "(give it forward_backward(batch, ctx), as nn::Mlp has, to compute on a device)";
+  } else {
+    return {};
+  }
+}
 
 /// Optional on a placement that may put replicas on a device: `std::string host_only_because`,
 /// set to a model's device_refusal() before it resolves (place::Gpu).

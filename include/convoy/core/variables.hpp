@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -47,9 +48,19 @@ struct ArenaRange {
   friend bool operator==(ArenaRange, ArenaRange) = default;
 };
 
+/// How the host reaches arenas it cannot address (device memory): copies `count` floats from
+/// `from` to `to`, either way between them and host memory, ordered after the device's queued work
+/// on them, and returns once the copy is done. Throws DeviceError (exec::Cuda's copies).
+using ArenaCopy = std::function<void(float* to, float const* from, std::size_t count)>;
+
 /// The ordered set of a model's variables. Not thread-safe for concurrent add(); concurrent reads
 /// and writes of distinct elements of the arenas are the caller's business (the strategies
 /// partition them).
+///
+/// The arenas are host memory unless bound to a device's (bind_arenas with an ArenaCopy): then
+/// weights(), grads(), value() and grad() are device addresses, for the device's math only, and the
+/// host reads and writes them through copy(), which get_flat, set_flat, get_weights, set_weights,
+/// named, assign_named and copying a set do.
 class Variables {
  public:
   static constexpr std::uint64_t default_seed = 0x5eedULL;
@@ -65,9 +76,12 @@ class Variables {
       : scope_(other.scope_),
         list_(other.list_),
         by_name_(other.by_name_),
-        own_weights_(other.weights().begin(), other.weights().end()),
-        own_grads_(other.grads().begin(), other.grads().end()),
-        rng_(other.rng_) {}
+        own_weights_(other.element_count()),
+        own_grads_(other.element_count()),
+        rng_(other.rng_) {
+    other.copy(own_weights_.data(), other.weights().data(), own_weights_.size());
+    other.copy(own_grads_.data(), other.grads().data(), own_grads_.size());
+  }
   Variables& operator=(Variables const& other) {
     if (this != &other) *this = Variables(other);
     return *this;
@@ -158,13 +172,33 @@ class Variables {
 
   /// Copies of the flat weights (get_flat / set_flat). set_flat throws ShapeError on a size
   /// mismatch.
-  std::vector<float> get_flat() const { return {weights().begin(), weights().end()}; }
+  std::vector<float> get_flat() const { return to_host(weights()); }
   void set_flat(std::span<float const> flat) {
     if (flat.size() != element_count()) {
       throw ShapeError("convoy: set_flat got " + std::to_string(flat.size()) + " values; '" +
                        scope_ + "' holds " + std::to_string(element_count()));
     }
-    std::copy(flat.begin(), flat.end(), weights().begin());
+    copy(weights().data(), flat.data(), flat.size());
+  }
+
+  /// Whether the host reads and writes the arenas only through copy() (bound to device memory).
+  bool arenas_on_device() const { return static_cast<bool>(copy_); }
+  /// Copies `count` floats between this set's arenas (or memory of the same kind: an optimizer's
+  /// slots, a staging buffer) and host memory, either way: std::copy_n for host arenas, the
+  /// device's copy, ordered after its queued work, for device ones.
+  void copy(float* to, float const* from, std::size_t count) const {
+    if (count == 0) return;
+    if (copy_) {
+      copy_(to, from, count);
+    } else {
+      std::copy_n(from, count, to);
+    }
+  }
+  /// A host copy of `arena` (one of this set's arenas, or memory of the same kind).
+  std::vector<float> to_host(std::span<float const> arena) const {
+    std::vector<float> out(arena.size());
+    copy(out.data(), arena.data(), arena.size());
+    return out;
   }
 
   /// Makes this set read and write its weights in `shared` (CentralStorage: one copy, many
@@ -178,21 +212,36 @@ class Variables {
     own_weights_ = {};
   }
 
-  /// Moves both arenas into `weights` and `grads` (each element_count() floats, memory the host can
-  /// read and write: exec::Cuda's device arenas are CUDA managed memory), copying the current
-  /// values there; `owner` keeps that memory alive while this set uses it. Throws ShapeError on a
-  /// size mismatch, changing nothing.
-  void bind_arenas(std::span<float> weights, std::span<float> grads, std::shared_ptr<void> owner) {
+  /// Moves both arenas into `weights` and `grads` (each element_count() floats), copying the
+  /// current values there; `owner` keeps that memory alive while this set uses it. `device_copy`
+  /// is how the host reaches memory it cannot address (exec::Cuda::adopt's device arenas); none:
+  /// the host reads and writes it directly (page-locked memory). Throws ShapeError on a size
+  /// mismatch, changing nothing.
+  void bind_arenas(std::span<float> weights, std::span<float> grads, std::shared_ptr<void> owner,
+                   ArenaCopy device_copy = {}) {
     if (weights.size() != element_count() || grads.size() != element_count()) {
       throw ShapeError("convoy: bind_arenas got arenas of " + std::to_string(weights.size()) +
                        " and " + std::to_string(grads.size()) + " floats for " +
                        std::to_string(element_count()) + " in '" + scope_ + "'");
     }
-    std::copy(this->weights().begin(), this->weights().end(), weights.begin());
-    std::copy(this->grads().begin(), this->grads().end(), grads.begin());
+    auto const copy_in = device_copy ? device_copy : ArenaCopy(copy_);
+    auto const put = [&](std::span<float> to, std::span<float const> from) {
+      if (from.empty()) return;
+      if (copy_) {  // from a device arena to the new one: by way of the host
+        auto const staged = to_host(from);
+        from = staged;
+        if (copy_in) return copy_in(to.data(), from.data(), from.size());
+        return (void)std::ranges::copy(from, to.begin());
+      }
+      if (copy_in) return copy_in(to.data(), from.data(), from.size());
+      std::ranges::copy(from, to.begin());
+    };
+    put(weights, this->weights());
+    put(grads, this->grads());
     external_ = weights;
     external_grads_ = grads;
     storage_owner_ = std::move(owner);
+    copy_ = std::move(device_copy);
     own_weights_ = {};
     own_grads_ = {};
   }
@@ -233,6 +282,11 @@ class Variables {
   /// each variable's name followed by `suffix`.
   std::map<std::string, Tensor> named(std::span<float const> arena,
                                       std::string_view suffix = {}) const {
+    std::vector<float> staged;
+    if (copy_) {
+      staged = to_host(arena);
+      arena = staged;
+    }
     std::map<std::string, Tensor> out;
     for (auto const& v : list_) {
       auto const src = arena.subspan(v.offset, v.size);
@@ -246,11 +300,13 @@ class Variables {
   /// `arena`. Call check_names() first; this assumes every key is there with its shape.
   void assign_named(std::map<std::string, Tensor> const& named_tensors, std::span<float> arena,
                     std::string_view suffix = {}) const {
+    std::vector<float> staged(copy_ ? arena.size() : 0);
+    std::span<float> const to = copy_ ? std::span<float>(staged) : arena;
     for (auto const& v : list_) {
       auto const& t = named_tensors.at(v.name + std::string(suffix));
-      std::copy(t.data.begin(), t.data.end(),
-                arena.begin() + static_cast<std::ptrdiff_t>(v.offset));
+      std::copy(t.data.begin(), t.data.end(), to.begin() + static_cast<std::ptrdiff_t>(v.offset));
     }
+    if (copy_) copy(arena.data(), staged.data(), staged.size());
   }
 
   /// The check behind set_weights, every loader and the optimizer's slots: `named` maps keys to
@@ -317,6 +373,7 @@ class Variables {
   detail::AlignedVector<float> own_grads_;
   std::span<float> external_grads_;
   std::shared_ptr<void> storage_owner_;  // keeps bind_arenas' memory alive
+  ArenaCopy copy_;                       // set: the arenas are device memory
   std::mt19937_64 rng_;
 };
 

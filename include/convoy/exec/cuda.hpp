@@ -8,6 +8,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "../core/batch.hpp"
@@ -253,16 +255,16 @@ class Cuda {
     cuda::check(cudaLaunchHostFunc(state_->stream, fn, arg), "cudaLaunchHostFunc", state_->device);
   }
 
-  /// Moves `vars`' weights and gradients to this device: one managed allocation for each arena,
-  /// holding the current values, kept alive by `vars` (Variables::bind_arenas). The by-name and
-  /// flat views read them on the host after synchronize(). Throws DeviceError naming the arena.
+  /// Moves `vars`' weights and gradients to this device: one cudaMalloc'd arena each, holding the
+  /// current values, kept alive by `vars` (Variables::bind_arenas). The host reaches them only
+  /// through copies (Variables::copy, and the by-name and flat views that use it), each ordered on
+  /// this context's stream after the work queued there. Throws DeviceError naming the arena.
   void adopt(Variables& vars) const {
     if (!on_device()) return;
     std::size_t const n = vars.element_count();
     auto const allocate = [&](std::string_view arena) {
       void* p = nullptr;
-      cuda::check(cudaMallocManaged(&p, n == 0 ? 1 : n * sizeof(float)), "cudaMallocManaged",
-                  state_->device,
+      cuda::check(cudaMalloc(&p, n == 0 ? 1 : n * sizeof(float)), "cudaMalloc", state_->device,
                   "the " + std::string(arena) + " arena of '" + vars.scope() + "' (" + std::to_string(n) + " floats)");
       return std::shared_ptr<float>(static_cast<float*>(p), [](float* q) { (void)cudaFree(q); });
     };
@@ -272,7 +274,50 @@ class Cuda {
       std::shared_ptr<float> weights, grads;
     };
     vars.bind_arenas({weights.get(), n}, {grads.get(), n},
-                     std::make_shared<Arenas>(Arenas{weights, grads}));
+                     std::make_shared<Arenas>(Arenas{weights, grads}),
+                     [ctx = *this](float* to, float const* from, std::size_t count) {
+                       ctx.copy_and_wait(to, from, count);
+                     });
+  }
+
+  /// Moves `vars`' arenas to page-locked host memory mapped into every device
+  /// (cuda::pinned_memory): the device's kernels read and write them over the bus, the host
+  /// directly (after synchronize()). What place::CentralStorageGpus's replicas use, whose
+  /// gradients the host sums.
+  void adopt_mapped(Variables& vars) const {
+    if (!on_device()) return;
+    std::size_t const n = vars.element_count();
+    using Arena = std::pmr::vector<float>;
+    auto weights = std::make_shared<Arena>(n, 0.0f, cuda::pinned_memory());
+    auto grads = std::make_shared<Arena>(n, 0.0f, cuda::pinned_memory());
+    std::span<float> const w(*weights), g(*grads);
+    using Owner = std::pair<std::shared_ptr<Arena>, std::shared_ptr<Arena>>;
+    vars.bind_arenas(w, g, std::make_shared<Owner>(std::move(weights), std::move(grads)));
+  }
+
+  /// Copies `count` floats from `from` to `to`, either way between this device's memory and the
+  /// host's (or within either), after the work queued on the stream, and returns when it is done.
+  /// Only on a device.
+  void copy_and_wait(float* to, float const* from, std::size_t count) const {
+    if (count == 0) return;
+    if (host_addressable(to) && host_addressable(from)) {  // a host copy of, or into, host memory
+      synchronize();
+      std::copy_n(from, count, to);
+      return;
+    }
+    copy_in(to, from, count * sizeof(float), "a copy of the arenas");
+    synchronize();
+  }
+
+  /// Whether the host may dereference `p` (once the device's work on it is done): memory the CUDA
+  /// runtime does not know, page-locked or managed memory; not a cudaMalloc'd buffer.
+  static bool host_addressable(void const* p) {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+      (void)cudaGetLastError();  // older runtimes fail for memory they do not know: the host's
+      return true;
+    }
+    return attributes.type != cudaMemoryTypeDevice;
   }
 
   /// Device memory of at least `bytes` for a reduction's temporary storage, reused across calls

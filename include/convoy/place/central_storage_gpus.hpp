@@ -41,9 +41,10 @@ struct CentralStorageGpus {
   /// Called once when a strategy is built: opens every device asked for that the runtime sees
   /// (place/local_gpus.hpp).
   void resolve() { resolved = detail::open_local_gpus(name, devices, strict, log_placement); }
-  /// Moves replica `r`'s arenas to its device (nothing on the host); its weights are then bound to
-  /// the central copy.
-  void adopt(Variables& vars, std::size_t r) const { context(r).adopt(vars); }
+  /// Moves replica `r`'s arenas to page-locked host memory its device reads and writes over the
+  /// bus (nothing on the host): the host sums the replicas' gradients there. Its weights are then
+  /// bound to the central copy.
+  void adopt(Variables& vars, std::size_t r) const { context(r).adopt_mapped(vars); }
   /// Where the central copy lives: page-locked host memory every device reads, or the heap after a
   /// fallback to the host.
   std::pmr::memory_resource* central_memory() const {

@@ -4,6 +4,7 @@
 // the seeded generator.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <convoy/core/error.hpp>
 #include <convoy/core/tensor.hpp>
 #include <convoy/core/variables.hpp>
@@ -11,8 +12,10 @@
 #include <cstdint>
 #include <helpers.hpp>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -278,6 +281,55 @@ TEST_CASE("a copy of a bound set owns its weights") {
   // The original is still bound.
   bound.weights()[1] = 50.0f;
   CHECK(shared[1] == 50.0f);
+}
+
+TEST_CASE("arenas bound with a copy are read and written only through it") {
+  // A stand-in for a device's memory: a buffer the host may touch only through the copy, which
+  // counts the floats it moves and checks every range against the buffers.
+  Variables vars = three();
+  std::size_t const n = vars.element_count();
+  for (std::size_t i = 0; i < n; ++i) vars.weights()[i] = static_cast<float>(i) + 1.0f;
+  vars.grads()[2] = 7.0f;
+  auto device = std::make_shared<std::vector<float>>(2 * n, -1.0f);
+  std::span<float> const w(device->data(), n), g(device->data() + n, n);
+  std::size_t moved = 0;
+  auto const inside = [&](float const* p, std::size_t count) {
+    return p >= device->data() && p + count <= device->data() + device->size();
+  };
+  vars.bind_arenas(w, g, device, [&](float* to, float const* from, std::size_t count) {
+    CHECK((inside(to, count) || inside(from, count)));
+    std::copy_n(from, count, to);
+    moved += count;
+  });
+  CHECK(vars.arenas_on_device());
+  CHECK(moved == 2 * n);  // the current values, copied in
+  CHECK((*device)[4] == 5.0f);
+  CHECK((*device)[n + 2] == 7.0f);
+
+  moved = 0;
+  auto const flat = vars.get_flat();
+  CHECK(moved == n);
+  CHECK(flat[4] == 5.0f);
+  auto named = vars.get_weights();
+  CHECK(named.at("net/a/bias").data[0] == 7.0f);
+  named.at("net/a/bias").data[0] = -3.0f;
+  moved = 0;
+  vars.set_weights(named);
+  CHECK(moved == n);  // one copy of the whole arena
+  CHECK((*device)[6] == -3.0f);
+  std::vector<float> ones(n, 1.0f);
+  vars.set_flat(ones);
+  CHECK((*device)[0] == 1.0f);
+
+  // A copy owns host arenas again: it reads through the copy once per arena, then never.
+  (*device)[n + 2] = 9.0f;
+  moved = 0;
+  Variables const copy = vars;
+  CHECK(moved == 2 * n);
+  CHECK_FALSE(copy.arenas_on_device());
+  CHECK(copy.weights()[0] == 1.0f);
+  CHECK(copy.grads()[2] == 9.0f);
+  CHECK(copy.weights().data() != vars.weights().data());
 }
 
 TEST_CASE("an ordinary copy is independent") {

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <memory_resource>
 #include <optional>
 #include <ostream>
 #include <random>
@@ -198,6 +199,7 @@ class Engine {
         // ZeroMQ's I/O thread sends the gradients from the arena, and a model on a device may
         // still be writing them (nn::Mlp reads its loss before its backward kernels run).
         settle_on_host(ctx);
+        std::span<float const> const grads = host_side(vars.grads());
         double const seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::vector<Reply> replies;
@@ -213,8 +215,7 @@ class Engine {
               [&](std::size_t s) {
                 std::vector<zmq::message_t> frames;
                 for (auto const* p : pieces_[s]) {
-                  frames.push_back(client_->lend_frame(
-                      std::span<float const>(vars.grads()).subspan(p->begin, p->end - p->begin)));
+                  frames.push_back(client_->lend_frame(grads.subspan(p->begin, p->end - p->begin)));
                 }
                 return frames;
               },
@@ -372,7 +373,7 @@ class Engine {
       }
       generation_ = generation;
       rolling_back_ = false;
-      std::ranges::copy(unpacked.weights, model_->variables().weights().begin());
+      model_->variables().set_flat(unpacked.weights);
       for (std::size_t s = 0; s < replies.size(); ++s) tags_[s] = replies[s].header.tag;
       counters_ = counters_of(replies[0].header);
       pulled_ = true;
@@ -391,11 +392,37 @@ class Engine {
     // worker_gpu), its arenas moved there, as ReplicaGroup places in-process replicas; a model that
     // computes on the host only says so first. A ps task opens no device.
     void place_worker() {
-      if constexpr (computes_on_host_only<Model> && hears_host_only_models<Placement>) {
-        placement_.host_only_because = Model::device_refusal();
+      if constexpr (hears_host_only_models<Placement>) {
+        placement_.host_only_because = host_only_reason<Model, typename Placement::context_type>();
       }
       if constexpr (resolves_devices<Placement>) placement_.resolve();
       if constexpr (adopts_replicas<Placement>) placement_.adopt(model_->variables(), 0);
+      if constexpr (has_batch_memory<typename Placement::context_type>) {
+        auto const& vars = model_->variables();
+        if (vars.arenas_on_device()) {
+          staged_ = std::pmr::vector<float>(vars.element_count(), 0.0f,
+                                            placement_.context(0).batch_memory());
+        }
+      }
+    }
+
+    // `arena` as the host reads it: itself, or for a replica on a device a copy in page-locked
+    // memory (staging()), valid until the next use of it.
+    std::span<float const> host_side(std::span<float const> arena) {
+      auto const& vars = model_->variables();
+      if (!vars.arenas_on_device()) return arena;
+      auto const to = staging();
+      vars.copy(to.data(), arena.data(), arena.size());
+      return to;
+    }
+    // The page-locked copy of a device replica's arenas, once ZeroMQ has sent the gradients the
+    // last step lent from it.
+    std::span<float> staging() {
+      if (client_ && !client_->wait_until_sent(sync_.timeout)) {
+        throw TimeoutError("convoy: worker " + std::to_string(rank()) +
+                           "'s last gradients were never sent");
+      }
+      return staged_;
     }
 
     void refuse_on_ps(char const* what) const {
@@ -518,11 +545,12 @@ class Engine {
       if (cluster_.is_chief()) {
         bool any = std::find(initialized_.begin(), initialized_.end(), false) != initialized_.end();
         if (any) {
+          auto const weights = host_side(vars.weights());
           exchange([&](std::size_t s) { return request(Op::init, s); },
                    [&](std::size_t s) {
                      std::vector<zmq::message_t> frames;
                      for (auto const* p : pieces_[s]) {
-                       frames.emplace_back(vars.weights().data() + p->begin,
+                       frames.emplace_back(weights.data() + p->begin,
                                            (p->end - p->begin) * sizeof(float));
                      }
                      return frames;
@@ -539,7 +567,14 @@ class Engine {
 
     // Copies the weights in `replies` into the replica; takes tags and counters.
     void take_weights(std::vector<Reply>& replies) {
-      scatter(replies, 0, model_->variables().weights());
+      auto& vars = model_->variables();
+      if (vars.arenas_on_device()) {
+        auto const staged = staging();
+        scatter(replies, 0, staged);
+        vars.copy(vars.weights().data(), staged.data(), staged.size());
+      } else {
+        scatter(replies, 0, vars.weights());
+      }
       for (std::size_t s = 0; s < replies.size(); ++s) tags_[s] = replies[s].header.tag;
       counters_ = counters_of(replies[0].header);
     }
@@ -584,6 +619,7 @@ class Engine {
     Cluster cluster_;
     std::unique_ptr<place::ShardMap> map_;
     std::vector<std::vector<place::Piece const*>> pieces_;  ///< each shard's, from map_, once
+    std::pmr::vector<float> staged_;  ///< a replica on a device: its arenas as the host reads them
     optim::Optimizer optimizer_ = optim::Sgd{};
     Counters counters_;
     std::unique_ptr<Client> client_;
