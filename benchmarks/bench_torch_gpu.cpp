@@ -178,7 +178,7 @@ double with_convoy(std::function<Net()> const& make, Workload const& w, PinnedBa
   } else {
     plan.after_step = [&](StepReport const& report) {
       if (report.global_step == w.warmup) start = std::chrono::steady_clock::now();
-      return true;  // the optimizer has finished the step on the device when this is called
+      return true;  // the step's update may still be queued: the end waits for the device
     };
   }
   plan.until = w.warmup + w.steps;

@@ -160,6 +160,7 @@ class ReplicaGroup {
   void read_weights(std::span<float> out) const {
     check_flat_size(out.size(), "read_weights");
     std::unique_lock lock(*gate_);
+    settle();
     auto const w = weights();
     layout().copy(out.data(), w.data(), w.size());
   }
@@ -167,6 +168,7 @@ class ReplicaGroup {
   /// Strategy::get_gradients reports, with the scale each engine knows. Only while those replicas
   /// are at rest (between runs, or in a lock-step callback).
   std::vector<float> scaled_gradient_sum(std::size_t count, float scale) const {
+    settle();
     std::vector<float> sum(layout().element_count(), 0.0f);
     std::vector<float> staged;  // a variable's gradient, from a device arena
     for (std::size_t r = 0; r < count; ++r) {
@@ -188,6 +190,7 @@ class ReplicaGroup {
   /// Copies the central weights, when there are any, into every replica that keeps its own.
   void publish_central() {
     if (!has_central() || bound_) return;
+    settle();
     for (auto& r : replicas_) {
       auto& vars = r->variables();
       vars.copy(vars.weights().data(), central_.data(), central_.size());
@@ -201,6 +204,7 @@ class ReplicaGroup {
   /// ShapeError, changing nothing, when `flat` has another size.
   void assign_flat(std::span<float const> flat) {
     check_flat_size(flat.size(), "set_flat");
+    settle();
     if (has_central()) std::ranges::copy(flat, central_.begin());
     if (bound_) return;
     for (auto& r : replicas_) {
@@ -220,6 +224,7 @@ class ReplicaGroup {
   /// The whole state by name. Generators are left out when taken while replicas compute.
   Snapshot snapshot() const {
     std::unique_lock lock(*gate_);
+    settle();
     Snapshot s;
     s.weights = layout().named(weights());
     s.optimizer = std::string(optimizer_.name());
@@ -277,6 +282,12 @@ class ReplicaGroup {
       central_ = *owner;
       central_owner_ = std::move(owner);
     }
+  }
+
+  // Waits for the work each replica's context has queued (a device's update is only queued), so
+  // that the host may read and write what it wrote: the central copy, mapped arenas, the slots.
+  void settle() const {
+    for (std::size_t r = 0; r < replicas_.size(); ++r) settle_on_host(placement_.context(r));
   }
 
   // Where the optimizer's slots live: the memory of the context the replicas compute in.

@@ -126,9 +126,11 @@ class Optimizer {
       at = to;
     }
     if (at < end) update(at, end, false);
-    // A device context queues the update; the engines and Trainer read the weights on the host
-    // between steps, so it has to be done when apply returns.
-    if constexpr (may_compute_on_device<Context>) ctx.synchronize();
+    // A device context only queues the update, so that the next step's kernels queue behind it
+    // instead of the device idling while the host starts them. Whoever reads the weights on the
+    // host waits for the context first: Variables' copies of device arenas are ordered on its
+    // stream, and ReplicaGroup settles every replica's context before it reads memory both sides
+    // address (the mapped arenas of CentralStorageGpus, the managed slots).
   }
 
  private:
