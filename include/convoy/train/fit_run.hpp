@@ -24,6 +24,7 @@
 #include "../core/snapshot.hpp"
 #include "../io/checkpoint.hpp"
 #include "../io/dataset.hpp"
+#include "../io/prefetch.hpp"
 #include "../io/sampler.hpp"
 #include "fit_options.hpp"
 #include "hooks.hpp"
@@ -112,9 +113,19 @@ class FitRun {
     // A group that grows back (comm::Gloo) may number this process's replicas past the plan's
     // count; its consecutive numbers still take distinct buffers modulo it. batch() is the plan
     // every run starts with: batch_at()'s first origin.
-    plan_.batch_at = [&train = train_, sampler, buffers, threads = gather_threads()](
+    // A replica on a device has its next batch gathered while it computes (io::Prefetch).
+    auto const threads = gather_threads();
+    auto prefetch = std::make_shared<std::vector<std::unique_ptr<io::Prefetch>>>(replicas);
+    for (std::size_t r = 0; r < replicas; ++r) {
+      if (r < strategy_.replicas() && strategy_.on_device(r)) {
+        (*prefetch)[r] = std::make_unique<io::Prefetch>(sampler, train_,
+                                                        strategy_.batch_memory(r), threads[r]);
+      }
+    }
+    plan_.batch_at = [&train = train_, sampler, buffers, prefetch, threads](
                          std::size_t replica, std::int64_t step, DataOrigin const& origin) {
       auto const r = replica % buffers->size();
+      if (auto const& ahead = (*prefetch)[r]) return ahead->next(replica, step, origin);
       return sampler.fill_at(train, replica, step, origin, (*buffers)[r], threads[r]);
     };
     plan_.batch = [batch_at = plan_.batch_at](std::size_t replica, std::int64_t local_step) {
