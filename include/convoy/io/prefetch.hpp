@@ -61,7 +61,8 @@ class Prefetch {
       gathered_.reset();
       failed_ = nullptr;  // gathered again below, where its error, if any, is thrown
     }
-    if (!batch) batch = sampler_.fill_at(*data_, replica, step, origin, buffers_[current_], threads_);
+    if (!batch)
+      batch = sampler_.fill_at(*data_, replica, step, origin, buffers_[current_], threads_);
     {
       std::lock_guard lock(mutex_);
       prefetched_ = Key{replica, step + 1, origin};
@@ -97,8 +98,8 @@ class Prefetch {
       std::optional<Batch> batch;
       std::exception_ptr error;
       try {
-        batch = sampler_.fill_at(*data_, key.replica, key.step, key.origin, buffers_[into],
-                                 threads_);
+        batch =
+            sampler_.fill_at(*data_, key.replica, key.step, key.origin, buffers_[into], threads_);
       } catch (...) {
         error = std::current_exception();
       }
@@ -116,9 +117,9 @@ class Prefetch {
   int threads_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  int current_ = 0;            // the buffer handed out; the other one is being filled
-  Key prefetched_;             // what the last job gathers
-  std::optional<Key> job_;     // set: being gathered
+  int current_ = 0;         // the buffer handed out; the other one is being filled
+  Key prefetched_;          // what the last job gathers
+  std::optional<Key> job_;  // set: being gathered
   std::optional<Batch> gathered_;
   std::exception_ptr failed_;
   bool stopping_ = false;
