@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -97,7 +98,8 @@ Result read_result(std::filesystem::path const& file) {
 template <class Trainer>
 std::vector<float> fit_on(Trainer& trainer, io::Dataset const& set, FitOptions options,
                           std::filesystem::path const& checkpoints,
-                          std::function<bool(StepReport const&)> also) {
+                          std::function<bool(StepReport const&)> also,
+                          FitResult* result = nullptr) {
   std::vector<float> losses;
   options.log = nullptr;
   options.checkpoint_dir = checkpoints;
@@ -106,7 +108,8 @@ std::vector<float> fit_on(Trainer& trainer, io::Dataset const& set, FitOptions o
     losses.push_back(r.loss);
     return also ? also(r) : true;
   }};
-  trainer.fit(set, options);
+  auto fitted = trainer.fit(set, options);
+  if (result) *result = std::move(fitted);
   return losses;
 }
 
@@ -192,19 +195,24 @@ int rows_task(std::filesystem::path const& dir, std::int64_t until, Kill kill,
   if (std::getenv("CONVOY_BOOTSTRAP_KEY")) trainer.strategy().log_placement(std::clog);
   auto const set = numbered_data();
   auto const steps_per_epoch = static_cast<double>(set.rows() / batch);
+  FitResult result;
   auto const losses = fit_on(
       trainer, set,
       {.steps = keep_global_batch ? 0 : until,
        .epochs = keep_global_batch ? (static_cast<double>(until) - 0.5) / steps_per_epoch : 0.0,
        .batch_size = batch,
        .keep_global_batch = keep_global_batch},
-      checkpoints, [&](StepReport const& r) {
+      checkpoints,
+      [&](StepReport const& r) {
         rows << r.global_step;
         for (int row : *last) rows << " " << row;
         rows << std::endl;
         if (rank == kill.rank && r.global_step == kill.step) std::_Exit(9);
         return true;
-      });
+      },
+      &result);
+  std::ofstream(dir / ("rate" + std::to_string(rank) + ".txt"))
+      << std::setprecision(17) << result.samples_per_second << " " << result.seconds;
   write_result(dir / ("worker" + std::to_string(rank) + ".txt"), losses,
                trainer.strategy().weights(), trainer.strategy().global_step());
   return 0;
@@ -989,6 +997,24 @@ TEST_CASE(
   // Each worker's batch is the first group's, the third's too: 25 rows of the 50 two workers drew
   // (a batch three could not split), 75 once three.
   check_data_plan(dir.path, 3, rejoin_steps, 25, 0, false, {});
+  // The late worker counts its samples/sec from its first step in the group: counted from the
+  // run's start, its rate would cover the steps before it came, in its own time. A lock step's
+  // rate counts the group's rows, so the rows its rate and time make are at most the three
+  // workers' 75 a step of the steps it took part in (a line each in rows2.txt).
+  auto const rows_counted = [&](int w) {
+    std::istringstream in(testing::read_file(dir.path / ("rate" + std::to_string(w) + ".txt")));
+    double rate = 0.0, seconds = 0.0;
+    in >> rate >> seconds;
+    return rate * seconds;
+  };
+  std::ifstream rows2(dir.path / "rows2.txt");
+  auto const steps2 = std::count(std::istreambuf_iterator<char>(rows2), {}, '\n');
+  CHECK(steps2 < rejoin_steps);
+  MESSAGE("rows counted: worker 0 " << rows_counted(0) << ", worker 2 " << rows_counted(2) << " in "
+                                    << steps2 << " steps");
+  CHECK_MESSAGE(
+      rows_counted(2) <= 75.0 * static_cast<double>(steps2) + 0.5,
+      "worker 2 took part in " << steps2 << " steps and counted " << rows_counted(2) << " rows");
 }
 
 // Under the run's bootstrap key (CONVOY_BOOTSTRAP_KEY, which convoy-launch passes to every task):

@@ -118,8 +118,8 @@ class FitRun {
     auto prefetch = std::make_shared<std::vector<std::unique_ptr<io::Prefetch>>>(replicas);
     for (std::size_t r = 0; r < replicas; ++r) {
       if (r < strategy_.replicas() && strategy_.on_device(r)) {
-        (*prefetch)[r] = std::make_unique<io::Prefetch>(sampler, train_,
-                                                        strategy_.batch_memory(r), threads[r]);
+        (*prefetch)[r] =
+            std::make_unique<io::Prefetch>(sampler, train_, strategy_.batch_memory(r), threads[r]);
       }
     }
     plan_.batch_at = [&train = train_, sampler, buffers, prefetch, threads](
@@ -152,7 +152,17 @@ class FitRun {
 
   /// Counts from here, and tells the hooks the run begins.
   void begin() {
-    before_ = strategy_.counters();
+    count_from(strategy_.counters());
+    for (auto const& hooks : options_.hooks) {
+      if (hooks.on_begin) hooks.on_begin(control_);
+    }
+    sees_every_update_ = strategy_.sees_every_update();
+    plan_.after_step = [this](StepReport const& report) { return after_step(report); };
+  }
+
+  // The rate and the progress count from `counters`, now.
+  void count_from(Counters const& counters) {
+    before_ = counters;
     start_ = Clock::now();
     progress_.emplace(
         RunProgress{.plan = plan_,
@@ -163,13 +173,8 @@ class FitRun {
                     .lock_step_batches = lock_step_batches(),
                     .start = start_,
                     .interval = {start_, before_.global_step, before_.applied, before_.batches()}});
-    for (auto const& hooks : options_.hooks) {
-      if (hooks.on_begin) hooks.on_begin(control_);
-    }
-    sees_every_update_ = strategy_.sees_every_update();
     previous_ = before_.global_step;
     previous_batches_ = before_.batches();
-    plan_.after_step = [this](StepReport const& report) { return after_step(report); };
   }
 
   /// Runs the plan to its goal. A replica's failure keeps the survivors' work in a checkpoint
@@ -219,6 +224,13 @@ class FitRun {
   // The plan's after_step: the step's loss, its lines and records, evaluation, epoch end,
   // checkpoint, callbacks and hooks, each when due.
   bool after_step(StepReport const& report) {
+    // A worker taken into a run in progress (comm::Gloo: one started late, or again) takes a
+    // member's counters with its state: its rate and progress count from its first step in the
+    // group, not from the run's start, which it was not part of.
+    if (!stepped_ && strategy_.lock_step() && report.global_step > previous_ + 1) {
+      count_from(strategy_.counters());
+    }
+    stepped_ = true;
     result_.last_loss = report.loss;
     Advance const advance{*this, report.global_step, report.batches};
     progress_->add_loss(report.loss);
@@ -447,6 +459,7 @@ class FitRun {
   std::size_t rows_per_replica_ = 0;
   std::int64_t batches_per_epoch_ = 1;
   Counters before_;
+  bool stepped_ = false;  // after_step has seen this run's first step
   Clock::time_point start_;
   std::optional<RunProgress> progress_;
   bool sees_every_update_ = true;
