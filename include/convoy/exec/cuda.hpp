@@ -261,6 +261,7 @@ class Cuda {
   /// this context's stream after the work queued there. Throws DeviceError naming the arena.
   void adopt(Variables& vars) const {
     if (!on_device()) return;
+    auto const on = enter();  // cudaMalloc allocates on the calling thread's current device
     std::size_t const n = vars.element_count();
     auto const allocate = [&](std::string_view arena) {
       void* p = nullptr;
