@@ -376,7 +376,9 @@ class Strategy {
 
   /// Replica 0, holding the authoritative weights, read-only: for evaluation and inspection
   /// between runs. Throws Error during a run (from a callback), where replica 0 may be computing;
-  /// read weights() there instead. Write weights with set_weights().
+  /// read weights() there instead. Write weights with set_weights(). On a GPU its arenas are
+  /// device memory (Variables::arenas_on_device): read them through get_weights() or get_flat(),
+  /// or a copy of the model, not through the spans of weights() and value().
   Model const& model() const {
     refuse_during_run("model()");
     return engine_.state().model();

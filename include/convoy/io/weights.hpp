@@ -199,7 +199,11 @@ template <class = void>
 void save_weights(std::filesystem::path const& path, Variables const& vars,
                   std::optional<Format> format = {}) {
   Format const chosen = format ? *format : format_for(path);
-  auto const records = detail::record_views(vars);
+  // Arenas in a device's memory (a replica on a GPU) are read through a host copy, by name.
+  std::map<std::string, Tensor> staged;
+  if (vars.arenas_on_device()) staged = vars.get_weights();
+  auto const records =
+      vars.arenas_on_device() ? detail::record_views(staged) : detail::record_views(vars);
   detail::write_atomically(
       path, [&](std::ostream& out) { detail::write_weights_file(out, records, chosen); });
 }

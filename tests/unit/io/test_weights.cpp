@@ -13,6 +13,7 @@
 #include <fstream>
 #include <helpers.hpp>
 #include <iterator>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -140,6 +141,31 @@ TEST_CASE("every format restores bit-identical weights into a fresh set with the
     REQUIRE(bits(loaded) != bits(saved));
     convoy::io::load_weights(dir / c.file, loaded);
     CHECK(bits(loaded) == bits(saved));
+  }
+}
+
+TEST_CASE("save_weights reads arenas bound to a device's memory through their copy") {
+  // A stand-in for device memory: arenas the host may read only through the set's copy, which
+  // counts the floats it moves; every format must come out as from host arenas.
+  convoy::testing::TempDir dir("weights-device");
+  auto const reference = make_dense(1.5f);
+  auto bound = make_dense(1.5f);
+  auto const n = bound.element_count();
+  auto memory = std::make_shared<std::vector<float>>(2 * n);
+  std::size_t moved = 0;
+  bound.bind_arenas({memory->data(), n}, {memory->data() + n, n}, memory,
+                    [&](float* to, float const* from, std::size_t count) {
+                      std::copy_n(from, count, to);
+                      moved += count;
+                    });
+  for (auto const& c : all_formats) {
+    CAPTURE(c.file);
+    moved = 0;
+    convoy::io::save_weights(dir / c.file, bound);
+    CHECK(moved == n);
+    auto loaded = make_dense(-7.0f);
+    convoy::io::load_weights(dir / c.file, loaded);
+    CHECK(bits(loaded) == bits(reference));
   }
 }
 
