@@ -113,19 +113,18 @@ class FitRun {
     // A group that grows back (comm::Gloo) may number this process's replicas past the plan's
     // count; its consecutive numbers still take distinct buffers modulo it. batch() is the plan
     // every run starts with: batch_at()'s first origin.
-    // A replica on a device has its next batch gathered while it computes (io::Prefetch).
-    auto const threads = gather_threads();
+    // Replicas on a device have their next batch gathered while they compute (io::Prefetch),
+    // made at a slot's first use: a collective run numbers this process's replicas by the run's.
     auto prefetch = std::make_shared<std::vector<std::unique_ptr<io::Prefetch>>>(replicas);
-    for (std::size_t r = 0; r < replicas; ++r) {
-      if (r < strategy_.replicas() && strategy_.on_device(r)) {
-        (*prefetch)[r] =
-            std::make_unique<io::Prefetch>(sampler, train_, strategy_.batch_memory(r), threads[r]);
-      }
-    }
-    plan_.batch_at = [&train = train_, sampler, buffers, prefetch, threads](
+    plan_.batch_at = [&train = train_, sampler, buffers, prefetch, threads = gather_threads(),
+                      on_device = replicas_on_device(), memory = strategy_.batch_memory(0)](
                          std::size_t replica, std::int64_t step, DataOrigin const& origin) {
       auto const r = replica % buffers->size();
-      if (auto const& ahead = (*prefetch)[r]) return ahead->next(replica, step, origin);
+      if (on_device) {  // each slot is one replica thread's
+        auto& ahead = (*prefetch)[r];
+        if (!ahead) ahead = std::make_unique<io::Prefetch>(sampler, train, memory, threads[r]);
+        return ahead->next(replica, step, origin);
+      }
       return sampler.fill_at(train, replica, step, origin, (*buffers)[r], threads[r]);
     };
     plan_.batch = [batch_at = plan_.batch_at](std::size_t replica, std::int64_t local_step) {
@@ -229,6 +228,9 @@ class FitRun {
     // group, not from the run's start, which it was not part of.
     if (!stepped_ && strategy_.lock_step() && report.global_step > previous_ + 1) {
       count_from(strategy_.counters());
+      // As if the step before were its last: this one may still end an epoch.
+      previous_ = report.global_step - 1;
+      previous_batches_ = report.batches - lock_step_batches();
     }
     stepped_ = true;
     result_.last_loss = report.loss;
@@ -268,7 +270,9 @@ class FitRun {
     if (log_ && options_.log_format == LogFormat::tensorflow && interval_due) {
       *log_ << tensorflow_line(report) << std::endl;
     }
-    if (interval_due || plan_.reached(report.global_step, report.batches)) {
+    // (Not an interval of no steps: a joining worker counts from its first step.)
+    if ((interval_due || plan_.reached(report.global_step, report.batches)) &&
+        report.global_step > progress_->interval.step) {
       close_interval(report.global_step, report.batches, report.applied, report.dropped);
     }
   }
@@ -415,18 +419,22 @@ class FitRun {
 
   // A replica on a GPU gathers its rows on its share of the host's cores, which it leaves idle:
   // its step is shorter than a one-core gather. On the host the replicas use the cores.
+  // One for each of the plan's buffers (make_plan), which a collective run indexes by the run's
+  // replica numbers. Replicas on a device share the cores as the run's replicas would share one
+  // machine's (a process per GPU); on the host the replicas use the cores themselves.
   std::vector<int> gather_threads() const {
-    // One for each of the plan's buffers (make_plan).
     auto const replicas = strategy_.planned_replicas();
     std::vector<int> threads(replicas, 1);
-    for (std::size_t r = 0; r < replicas; ++r) {
-      if (r < strategy_.replicas() && strategy_.on_device(r)) {
-        threads[r] = static_cast<int>(std::clamp<std::size_t>(
-            std::max(1u, std::thread::hardware_concurrency()) / replicas, 1, 8));
-      }
-    }
+    if (!replicas_on_device()) return threads;
+    auto const here = std::max<std::size_t>(1, std::min(replicas, strategy_.replicas()));
+    std::fill(threads.begin(), threads.end(),
+              static_cast<int>(std::clamp<std::size_t>(
+                  std::max(1u, std::thread::hardware_concurrency()) / here, 1, 8)));
     return threads;
   }
+  // Whether this process's replicas compute on a device: a placement puts all of them there or
+  // none (a device it cannot open is left out, or the whole placement falls back to the host).
+  bool replicas_on_device() const { return strategy_.replicas() > 0 && strategy_.on_device(0); }
 
   // What the hooks may do: reach back into the trainer.
   RunControl make_control() {
