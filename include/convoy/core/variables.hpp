@@ -224,17 +224,14 @@ class Variables {
                        " and " + std::to_string(grads.size()) + " floats for " +
                        std::to_string(element_count()) + " in '" + scope_ + "'");
     }
-    auto const copy_in = device_copy ? device_copy : ArenaCopy(copy_);
+    // By way of the host: the current arenas may be a device's too.
     auto const put = [&](std::span<float> to, std::span<float const> from) {
-      if (from.empty()) return;
-      if (copy_) {  // from a device arena to the new one: by way of the host
-        auto const staged = to_host(from);
-        from = staged;
-        if (copy_in) return copy_in(to.data(), from.data(), from.size());
-        return (void)std::ranges::copy(from, to.begin());
+      auto const values = to_host(from);
+      if (device_copy) {
+        device_copy(to.data(), values.data(), values.size());
+      } else {
+        std::ranges::copy(values, to.begin());
       }
-      if (copy_in) return copy_in(to.data(), from.data(), from.size());
-      std::ranges::copy(from, to.begin());
     };
     put(weights, this->weights());
     put(grads, this->grads());
