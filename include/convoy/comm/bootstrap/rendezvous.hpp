@@ -82,13 +82,18 @@ inline bool receive_request(zmq::socket_t& socket, std::chrono::steady_clock::du
       .has_value();
 }
 
-// The rank a request [protocol, rank, run, payload] names; -1 when it does not speak `protocol`.
-inline int requested_rank(std::vector<zmq::message_t> const& request, std::string_view protocol) {
-  if (request.size() != 4 || frame_text(request[0]) != protocol) return -1;
+// The rank a request [protocol, rank, run, payload] names, in any protocol; -1 when it names none.
+inline int asking_rank(std::vector<zmq::message_t> const& request) {
+  if (request.size() != 4) return -1;
   auto const text = frame_text(request[1]);
   if (text.empty() || text.size() >= 8 || text.find_first_not_of("0123456789") != text.npos)
     return -1;
   return std::stoi(text);
+}
+// The rank a request names; -1 when it does not speak `protocol`.
+inline int requested_rank(std::vector<zmq::message_t> const& request, std::string_view protocol) {
+  if (request.size() != 4 || frame_text(request[0]) != protocol) return -1;
+  return asking_rank(request);
 }
 
 // Why a message of another run came, as `us` (this process, "rank 0") sees `them` ("rank 1"):
@@ -178,6 +183,13 @@ inline void serve(std::string const& address, int world_size, Options const& opt
     std::vector<zmq::message_t> request;
     if (!detail::receive_request(socket, deadline - now, request)) continue;
     int const rank = detail::requested_rank(request, protocol);
+    if (int const next = detail::asking_rank(request);
+        rank < 0 && next >= 1 && next < world_size && !waiting.contains(next)) {
+      // A rank that had its answer asks for the next round (gather() again, in another protocol)
+      // before this one ends: it asks again shortly, and the next serve() answers it.
+      detail::send_answer(socket, "wait", "rank 0 at " + address + " is ending its last round");
+      continue;
+    }
     if (rank < 1 || rank >= world_size) {
       detail::send_answer(socket, "error",
                           "rank 0 at " + address + " serves ranks 1.." +
