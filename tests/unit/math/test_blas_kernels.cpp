@@ -42,7 +42,9 @@ std::vector<Shape> const mlp_shapes{
     {true, false, 500, 10, 200, 0.0f},   {false, true, 200, 500, 10, 0.0f}};
 
 // The largest difference of math::gemm from a triple loop in double, as a fraction of the sum of
-// the magnitudes of each element's products (what float rounding scales with).
+// the magnitudes of each element's products (what float rounding scales with). On every column of
+// the first and last rows and of every 11th between: a wrong kernel is off everywhere, or at an
+// edge, and the whole triple loop at -O0 took this test 29 s of CI's time.
 double worst_relative_error(Shape const& s, std::mt19937& rng) {
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n);
@@ -53,7 +55,7 @@ double worst_relative_error(Shape const& s, std::mt19937& rng) {
   convoy::math::gemm(convoy::exec::Host{}, s.transpose_a, s.transpose_b, s.m, s.n, s.k, 1.0f,
                      a.data(), b.data(), s.beta, c.data());
   double worst = 0.0;
-  for (std::size_t i = 0; i < s.m; ++i) {
+  for (std::size_t i = 0; i < s.m; i = (i + 11 < s.m || i + 1 == s.m) ? i + 11 : s.m - 1) {
     for (std::size_t j = 0; j < s.n; ++j) {
       double sum = s.beta * static_cast<double>(c0[i * s.n + j]);
       double magnitude = std::abs(sum);

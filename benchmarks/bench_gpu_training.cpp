@@ -30,7 +30,7 @@
 #include <convoy/core/batch.hpp>
 #include <convoy/core/error.hpp>
 #include <convoy/exec/cuda.hpp>
-#include <convoy/math/cuda.cuh>
+#include <convoy/math/cuda_compiled.hpp>
 #include <convoy/nn/mlp.hpp>
 #include <convoy/optim/optimizer.hpp>
 #include <cstddef>
@@ -230,7 +230,10 @@ double stage_seconds(exec::Cuda const& ctx, Batch const& batch, int warmup, int 
 
 std::string model_name(std::vector<std::size_t> const& widths) {
   std::string name;
-  for (std::size_t w : widths) name += (name.empty() ? "" : "-") + std::to_string(w);
+  for (std::size_t w : widths) {
+    if (!name.empty()) name += '-';
+    name += std::to_string(w);
+  }
   return name;
 }
 
