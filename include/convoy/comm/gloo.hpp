@@ -79,6 +79,11 @@ struct Gloo {
   /// Gloo's TCP transport is neither authenticated nor encrypted: a non-loopback address is
   /// refused unless this is set (a trusted network only; docs/operators.md).
   bool allow_plaintext = false;
+  /// Before a group trains, its processes compare each Gloo connection's two ends, so that one a
+  /// stranger took first is found and the group connects again (docs/gloo.md, "A stranger on a
+  /// Gloo pair's port"). Where address translation sits between the workers the two ends never
+  /// match: set false there.
+  bool check_connection_ends = true;
 
   template <class Model, class Placement, class Sync>
   using engine = gloo_fabric::Engine<Model, Placement, Sync>;

@@ -90,6 +90,10 @@ inline int asking_rank(std::vector<zmq::message_t> const& request) {
     return -1;
   return std::stoi(text);
 }
+// Whether two protocols are rounds of one exchange: the same first word.
+inline bool same_exchange(std::string_view a, std::string_view b) {
+  return a.substr(0, a.find(' ')) == b.substr(0, b.find(' '));
+}
 // The rank a request names; -1 when it does not speak `protocol`.
 inline int requested_rank(std::vector<zmq::message_t> const& request, std::string_view protocol) {
   if (request.size() != 4 || frame_text(request[0]) != protocol) return -1;
@@ -125,6 +129,38 @@ inline void send_answer(zmq::socket_t& socket, std::string_view first, std::stri
 }
 }  // namespace detail
 
+/// A round that rank 0 served before the one it serves now (gather() called again): its protocol
+/// and answer, for a rank whose answer to it was lost on the way and that asks again late.
+struct Round {
+  std::string protocol;
+  std::vector<std::vector<std::byte>> frames;
+};
+
+namespace detail {
+// A request of the run for another round of the exchange rank 0 serves (`protocol`'s first word):
+// for `previous`, its answer again; for the next, from a rank that had its answer (not in
+// `waiting`), "wait" (it asks again shortly, and the next serve() answers it). False, having
+// answered nothing, for any other request.
+inline bool answered_another_round(zmq::socket_t& socket,
+                                   std::vector<zmq::message_t> const& request, int world_size,
+                                   std::string const& run, std::string_view protocol,
+                                   Round const* previous, std::set<int> const& waiting,
+                                   std::string const& address) {
+  int const rank = asking_rank(request);
+  if (rank < 1 || rank >= world_size || request[2].to_string_view() != run ||
+      !same_exchange(frame_text(request[0]), protocol)) {
+    return false;
+  }
+  if (previous && frame_text(request[0]) == previous->protocol) {
+    send_answer(socket, previous->protocol, run, previous->frames);
+    return true;
+  }
+  if (waiting.contains(rank)) return false;
+  send_answer(socket, "wait", "rank 0 at " + address + " is ending its last round");
+  return true;
+}
+}  // namespace detail
+
 /// What rank 0 answers rank `rank`, which sent `payload`: the frames of its final answer, or
 /// nothing while that rank must ask again later (it is told which ranks rank 0 still waits for).
 using Answer = std::function<std::optional<std::vector<std::vector<std::byte>>>(
@@ -135,9 +171,12 @@ using Answer = std::function<std::optional<std::vector<std::vector<std::byte>>>(
 /// never asked within options.timeout, and Error when `address` cannot be bound. A request that
 /// does not speak `protocol`, or comes from another run than options.run, gets an error answer
 /// (the first of another run is logged) and serving goes on. `what` names what is served,
-/// for messages ("the NCCL unique id").
+/// for messages ("the NCCL unique id"). Rounds of one exchange share their protocol's first word
+/// ("convoy-gloo-mesh/2 ends #1"): a rank of the run that had its answer and asks for the next
+/// round is told to wait, and one that asks for `previous` again gets its answer.
 inline void serve(std::string const& address, int world_size, Options const& options,
-                  std::string_view protocol, std::string_view what, Answer const& answer) {
+                  std::string_view protocol, std::string_view what, Answer const& answer,
+                  Round const* previous = nullptr) {
   if (world_size <= 1) return;
   zmq::context_t context;
   auto const key = run_key();
@@ -183,11 +222,8 @@ inline void serve(std::string const& address, int world_size, Options const& opt
     std::vector<zmq::message_t> request;
     if (!detail::receive_request(socket, deadline - now, request)) continue;
     int const rank = detail::requested_rank(request, protocol);
-    if (int const next = detail::asking_rank(request);
-        rank < 0 && next >= 1 && next < world_size && !waiting.contains(next)) {
-      // A rank that had its answer asks for the next round (gather() again, in another protocol)
-      // before this one ends: it asks again shortly, and the next serve() answers it.
-      detail::send_answer(socket, "wait", "rank 0 at " + address + " is ending its last round");
+    if (rank < 0 && detail::answered_another_round(socket, request, world_size, options.run,
+                                                   protocol, previous, waiting, address)) {
       continue;
     }
     if (rank < 1 || rank >= world_size) {
@@ -305,11 +341,13 @@ inline std::vector<std::string> worker_addresses(Cluster const& cluster) {
 
 /// The processes at `addresses` (by rank; this one is `rank`) exchange one blob each: every rank
 /// gets every rank's blob, in rank order. Rank 0 serves at its own address until every other rank
-/// has them all; options.run must be the run's identity. Blocks; throws as serve() and ask().
+/// has them all; options.run must be the run's identity. `previous`: rank 0's last gather of the
+/// same exchange, when this one follows it (serve()). Blocks; throws as serve() and ask().
 inline std::vector<std::vector<std::byte>> gather(std::vector<std::string> const& addresses,
                                                   int rank, std::span<std::byte const> mine,
                                                   Options const& options, std::string_view protocol,
-                                                  std::string_view what) {
+                                                  std::string_view what,
+                                                  Round const* previous = nullptr) {
   auto const world = static_cast<int>(addresses.size());
   if (world <= 1) return {std::vector<std::byte>(mine.begin(), mine.end())};
   std::string const& coordinator = addresses.front();
@@ -330,16 +368,18 @@ inline std::vector<std::vector<std::byte>> gather(std::vector<std::string> const
   std::vector<std::optional<std::vector<std::byte>>> held(static_cast<std::size_t>(world));
   held[0].emplace(mine.begin(), mine.end());
   std::vector<std::vector<std::byte>> all;
-  serve(coordinator, world, options, protocol, what,
-        [&](int r, std::span<std::byte const> payload)
-            -> std::optional<std::vector<std::vector<std::byte>>> {
-          held[static_cast<std::size_t>(r)].emplace(payload.begin(), payload.end());
-          if (std::ranges::any_of(held, [](auto const& h) { return !h.has_value(); }))
-            return std::nullopt;
-          if (all.empty())
-            for (auto const& h : held) all.push_back(*h);
-          return all;
-        });
+  serve(
+      coordinator, world, options, protocol, what,
+      [&](int r, std::span<std::byte const> payload)
+          -> std::optional<std::vector<std::vector<std::byte>>> {
+        held[static_cast<std::size_t>(r)].emplace(payload.begin(), payload.end());
+        if (std::ranges::any_of(held, [](auto const& h) { return !h.has_value(); }))
+          return std::nullopt;
+        if (all.empty())
+          for (auto const& h : held) all.push_back(*h);
+        return all;
+      },
+      previous);
   return all;
 }
 

@@ -128,7 +128,8 @@ class HostFabric {
                          // A regrouped group's members start within moments of each other.
                          .retry = group_.members().generation > 0 ? std::chrono::milliseconds(50)
                                                                   : std::chrono::milliseconds(500),
-                         .run = group_.run()});
+                         .run = group_.run()},
+                     policy.check_connection_ends);
     try {
       allreducer_ = std::make_unique<Allreducer>(context_, policy.algorithm, policy.timeout);
     } catch (::gloo::Exception const& e) {  // a peer lost as the processes first talk

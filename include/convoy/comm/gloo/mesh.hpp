@@ -12,8 +12,11 @@
 #include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +25,8 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "../../cluster/cluster.hpp"
@@ -33,7 +38,6 @@ namespace convoy::comm::gloo_fabric {
 
 namespace detail {
 inline constexpr std::string_view mesh_protocol = "convoy-gloo-mesh/2";
-inline constexpr std::string_view ends_protocol = "convoy-gloo-mesh-ends/1";
 // How many times the ranks connect on fresh ports when a process not of the run took a connection.
 inline constexpr int mesh_attempts = 3;
 
@@ -112,11 +116,11 @@ inline bool same_endpoint(::sockaddr_storage const& a, ::sockaddr_storage const&
          std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
 }
 
-// Who is at the other end of this process's connection whose own end is `local`: Gloo's pair took
-// it on its listening port and keeps the peer's address to itself (its header, pair.h, is not
-// installed), so the process's own sockets are asked. Empty when there is none; every one of them,
-// joined, in the unlikely case of two.
-inline std::string accepted_peer(::sockaddr_storage const& local) {
+// The far end of this process's connected socket whose own end is `local`, found among the
+// process's sockets: Gloo's pair keeps its peer's address to itself (its header, pair.h, does not
+// compile from Debian's package). Empty when there is none; every one of them, joined, in the
+// unlikely case of two.
+inline std::string peer_of(::sockaddr_storage const& local) {
   std::string peers;
   std::error_code ec;
   for (auto const& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
@@ -136,15 +140,51 @@ inline std::string accepted_peer(::sockaddr_storage const& local) {
   return peers;
 }
 
+inline std::uint16_t port_of(::sockaddr_storage const& a) {
+  return ntohs(a.ss_family == AF_INET ? reinterpret_cast<::sockaddr_in const&>(a).sin_port
+                                      : reinterpret_cast<::sockaddr_in6 const&>(a).sin6_port);
+}
+
+// A plain connection to a pair's listening `address`, held until the ends round is over: when this
+// rank's pair failed before connecting (a stranger's connection to its own port, closed at once,
+// fails it), the peer's pair may be waiting for it and would wait out Gloo's whole timeout. Taking
+// this one, it stops waiting, and the ends round finds the pair bad.
+class Poke {
+ public:
+  explicit Poke(::gloo::transport::tcp::Address const& address) {
+    auto const& to = address.getSockaddr();
+    fd_ = ::socket(to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) return;
+    ::socklen_t const size =
+        to.ss_family == AF_INET ? sizeof(::sockaddr_in) : sizeof(::sockaddr_in6);
+    if (::connect(fd_, reinterpret_cast<::sockaddr const*>(&to), size) != 0 &&
+        errno == EINPROGRESS) {
+      ::pollfd wait{.fd = fd_, .events = POLLOUT, .revents = 0};
+      ::poll(&wait, 1, 1000);
+    }
+  }
+  Poke(Poke&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Poke& operator=(Poke&&) = delete;
+  Poke(Poke const&) = delete;
+  Poke& operator=(Poke const&) = delete;
+  ~Poke() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
 // Connects this rank's pair with every other rank to the address that rank gave for it (`all`:
 // every rank's packed addresses), and returns the two ends of each connection as this side sees
-// them, in peer order (this rank skipped): this end, then the other. The side that connected
-// knows both; the side whose pair listened finds its peer among its sockets. A pair that could
-// not connect gives the reason and an empty other end: the other rank may have been refused
-// because a stranger came first, which the ends round tells, so it is not yet an error.
-inline std::vector<std::vector<char>> connect_pairs(
-    ::gloo::transport::Context& transport, int rank, int size,
-    std::vector<std::vector<std::byte>> const& all) {
+// them, in peer order (this rank skipped): this end, then the other, both read from the socket
+// (the pair that listened took the connection on its own port). A pair that could not connect
+// gives the reason and an empty other end, and pokes the peer's port (`pokes` holds them): the
+// other rank may have been refused because a stranger came first, which the ends round tells.
+inline std::vector<std::vector<char>> connect_pairs(::gloo::transport::Context& transport, int rank,
+                                                    int size,
+                                                    std::vector<std::vector<std::byte>> const& all,
+                                                    std::vector<Poke>& pokes) {
   using ::gloo::transport::tcp::Address;
   std::vector<std::vector<char>> ends;
   auto const bytes = [](std::string const& s) { return std::vector<char>(s.begin(), s.end()); };
@@ -154,19 +194,17 @@ inline std::vector<std::vector<char>> connect_pairs(
     // Peer p lists its pairs in rank order without itself: ours is at rank, or rank - 1 past p.
     auto const& address = theirs.at(static_cast<std::size_t>(rank > peer ? rank - 1 : rank));
     auto& pair = transport.getPair(peer);
-    auto const listening = dynamic_cast<Address const&>(pair->address()).getSockaddr();
     std::string mine, other;
     try {
       pair->connect(address);
-      // Once connected, the pair's address is its socket's own end: the listening address on the
-      // side that took the connection, a new port on the side that made it.
+      // Once connected, the pair's address is its socket's own end.
       auto const own = dynamic_cast<Address const&>(pair->address()).getSockaddr();
       mine = endpoint_text(own);
-      other = same_endpoint(own, listening) ? accepted_peer(own)
-                                            : endpoint_text(Address(address).getSockaddr());
+      other = peer_of(own);
     } catch (std::exception const& e) {
       mine = "could not connect (" + readable_gloo_message(e.what()) + ")";
       other.clear();
+      pokes.emplace_back(Address(address));
     }
     ends.push_back(bytes(mine));
     ends.push_back(bytes(other));
@@ -174,11 +212,25 @@ inline std::vector<std::vector<char>> connect_pairs(
   return ends;
 }
 
-// The connections of `rank` whose ends the two ranks see differently (`seen`: every rank's
-// connect_pairs(), packed), for the log; empty when every one of them agrees. Each rank judges
-// every pair from the same blobs, so all of them decide alike.
-inline std::string taken_pairs(std::vector<std::vector<std::byte>> const& seen, int rank,
-                               int size) {
+// What the ends round found: the connections of `rank` whose two sides disagree, for the log (or
+// "between other ranks"), and whether every such pair shows a stranger's hand: one side holds a
+// connection the other did not make, or was refused or cut off while the other rank is alive
+// (it answered the round). A pair that failed on both sides otherwise (a timeout, an unreachable
+// address) is the network's fault, and trying again would only repeat it.
+struct Verdict {
+  std::string taken;
+  bool stranger = true;
+  std::string failure;  // when not: the pair's two reasons
+};
+
+inline bool refused_or_cut(std::string_view why) {
+  return why.find("Connection refused") != why.npos || why.find("Connection reset") != why.npos ||
+         why.find("closed by peer") != why.npos || why.find("unexpectedly closed") != why.npos;
+}
+
+// Judges every pair from every rank's connect_pairs() (`seen`, packed): each rank reads the same
+// blobs, so all of them decide alike.
+inline Verdict judge(std::vector<std::vector<std::byte>> const& seen, int rank, int size) {
   std::vector<std::vector<std::vector<char>>> ends;
   for (int r = 0; r < size; ++r)
     ends.push_back(unpack(seen.at(static_cast<std::size_t>(r)), 2 * (size - 1), r));
@@ -186,7 +238,7 @@ inline std::string taken_pairs(std::vector<std::vector<std::byte>> const& seen, 
     return static_cast<std::size_t>(2 * (peer > of ? peer - 1 : peer));
   };
   auto const str = [](std::vector<char> const& v) { return std::string(v.begin(), v.end()); };
-  std::string out;
+  Verdict verdict;
   bool any = false;
   for (int a = 0; a < size; ++a) {
     for (int b = a + 1; b < size; ++b) {
@@ -197,21 +249,30 @@ inline std::string taken_pairs(std::vector<std::vector<std::byte>> const& seen, 
           !ab[i + 1].empty() && !ba[j + 1].empty() && ab[i] == ba[j + 1] && ab[i + 1] == ba[j];
       if (agree) continue;
       any = true;
+      auto const view = [&](std::vector<std::vector<char>> const& e, std::size_t x) {
+        return e[x + 1].empty() ? str(e[x]) : "joins " + str(e[x]) + " to " + str(e[x + 1]);
+      };
+      bool const held = !ab[i + 1].empty() || !ba[j + 1].empty();
+      if (!held && !refused_or_cut(str(ab[i])) && !refused_or_cut(str(ba[j]))) {
+        verdict.stranger = false;
+        if (verdict.failure.empty()) {
+          verdict.failure = "rank " + std::to_string(a) + " and rank " + std::to_string(b) +
+                            " could not connect: rank " + std::to_string(a) + "'s end " +
+                            view(ab, i) + ", rank " + std::to_string(b) + "'s " + view(ba, j);
+        }
+      }
       if (a != rank && b != rank) continue;  // named by the two ranks it joins
       int const me = a == rank ? a : b, them = a == rank ? b : a;
       auto const& mine = ends[static_cast<std::size_t>(me)];
       auto const& theirs = ends[static_cast<std::size_t>(them)];
-      auto const k = at(me, them), l = at(them, me);
-      auto const view = [&](std::vector<std::vector<char>> const& e, std::size_t x) {
-        return e[x + 1].empty() ? str(e[x]) : "joins " + str(e[x]) + " to " + str(e[x + 1]);
-      };
-      if (!out.empty()) out += "; ";
-      out += "the one with rank " + std::to_string(them) + ": this end " + view(mine, k) +
-             ", rank " + std::to_string(them) + "'s " + view(theirs, l);
+      if (!verdict.taken.empty()) verdict.taken += "; ";
+      verdict.taken += "the one with rank " + std::to_string(them) + ": this end " +
+                       view(mine, at(me, them)) + ", rank " + std::to_string(them) + "'s " +
+                       view(theirs, at(them, me));
     }
   }
-  if (any && out.empty()) out = "between other ranks";
-  return out;
+  if (any && verdict.taken.empty()) verdict.taken = "between other ranks";
+  return verdict;
 }
 }  // namespace detail
 
@@ -222,25 +283,9 @@ struct Listen {
   std::string interface;
 };
 
-/// Connects the processes at `addresses` (by rank, their addresses in the cluster: rank 0's serves
-/// the rendezvous) pairwise; this one is `rank`. Blocks until every pair is connected and both
-/// ends of each agree (below). Operations on the context give up after `timeout`; the ranks wait
-/// `options.timeout` for each other to meet (options.run: the run's identity). Throws TimeoutError
-/// naming the ranks that never came, Error when Gloo cannot listen where asked or when a process
-/// not of the run took a connection at every attempt.
-///
-/// Gloo's TCP pair listens on a port of its own and takes the first connection that comes, with
-/// no word exchanged: a stranger that connects first becomes the pair's peer, and the real peer
-/// is refused. So after connecting, the ranks gather each pair's two ends as each side sees them
-/// (a second round at rank 0, under the run's identity and key): a pair whose ends disagree was
-/// taken, and every rank drops its connections and connects again on fresh ports, up to
-/// detail::mesh_attempts times, logging each taken connection.
-inline std::shared_ptr<::gloo::Context> connect_mesh(std::vector<std::string> const& addresses,
-                                                     int rank, Listen const& listen,
-                                                     std::chrono::milliseconds timeout,
-                                                     bootstrap::Options const& options) {
-  int const size = static_cast<int>(addresses.size());
-  std::shared_ptr<::gloo::transport::Device> device;
+namespace detail {
+// Gloo's TCP device, listening where `listen` says; Error naming it when it cannot.
+inline std::shared_ptr<::gloo::transport::Device> create_device(Listen const& listen) {
   try {
     ::gloo::transport::tcp::attr attr;
     if (!listen.interface.empty()) {
@@ -248,14 +293,56 @@ inline std::shared_ptr<::gloo::Context> connect_mesh(std::vector<std::string> co
     } else {
       attr.hostname = listen.host;
     }
-    device = ::gloo::transport::tcp::CreateDevice(attr);
+    return ::gloo::transport::tcp::CreateDevice(attr);
   } catch (std::exception const& e) {
     throw Error("convoy: Gloo cannot listen on " +
                 (listen.interface.empty() ? "host '" + listen.host + "'"
                                           : "interface '" + listen.interface + "'") +
                 ": " + readable_gloo_message(e.what()));
   }
-  std::string taken;  // the last attempt's taken connections, for the error
+}
+
+// One line, in one piece so that the lines of ranks in threads of one process do not interleave.
+inline void log_taken(int rank, std::string const& taken, int attempt) {
+  std::string const line =
+      "convoy: rank " + std::to_string(rank) +
+      " found Gloo connections taken by a process not of this run: " + taken +
+      "; every rank drops its connections" +
+      (attempt < mesh_attempts
+           ? " and connects again on fresh ports (attempt " + std::to_string(attempt + 1) + " of " +
+                 std::to_string(mesh_attempts) + ")"
+           : std::string()) +
+      "\n";
+  std::clog << line << std::flush;
+}
+}  // namespace detail
+
+/// Connects the processes at `addresses` (by rank, their addresses in the cluster: rank 0's serves
+/// the rendezvous) pairwise; this one is `rank`. Blocks until every pair is connected and, with
+/// `check_ends`, both ends of each agree (below). Operations on the context give up after
+/// `timeout`; the ranks wait `options.timeout` for each other to meet (options.run: the run's
+/// identity). Throws TimeoutError naming the ranks that never came, Error when Gloo cannot listen
+/// where asked, when a pair cannot connect, or when a process not of the run took a connection at
+/// every attempt.
+///
+/// Gloo's TCP pair listens on a port of its own and takes the first connection that comes, with
+/// no word exchanged: a stranger that connects first becomes the pair's peer, and the real peer
+/// is refused. So after connecting, the ranks gather each pair's two ends as each side sees them
+/// (a second round at rank 0, under the run's identity and key): a pair whose ends disagree, with
+/// a stranger's hand in it, was taken, and every rank drops its connections and connects again on
+/// fresh ports, up to detail::mesh_attempts times, logging each taken connection. Where address
+/// translation sits between the workers the two sides never see the same ends: `check_ends` false
+/// leaves the round out.
+inline std::shared_ptr<::gloo::Context> connect_mesh(std::vector<std::string> const& addresses,
+                                                     int rank, Listen const& listen,
+                                                     std::chrono::milliseconds timeout,
+                                                     bootstrap::Options const& options,
+                                                     bool check_ends = true) {
+  int const size = static_cast<int>(addresses.size());
+  auto device = detail::create_device(listen);
+  std::string taken;          // the last attempt's taken connections, for the error
+  bootstrap::Round previous;  // rank 0's last round, for a rank whose answer was lost
+  bootstrap::Round const* last = nullptr;
   for (int attempt = 1; attempt <= detail::mesh_attempts; ++attempt) {
     auto transport = device->createContext(rank, size);
     transport->setTimeout(timeout);
@@ -265,46 +352,59 @@ inline std::shared_ptr<::gloo::Context> connect_mesh(std::vector<std::string> co
       if (peer == rank) continue;
       mine.push_back(transport->createPair(peer)->address().bytes());
     }
-    auto const all =
-        bootstrap::gather(addresses, rank, detail::pack(mine), options,
-                          std::string(detail::mesh_protocol) + round, "the Gloo addresses");
-    auto const ends = detail::connect_pairs(*transport, rank, size, all);
-    auto const seen =
-        bootstrap::gather(addresses, rank, detail::pack(ends), options,
-                          std::string(detail::ends_protocol) + round, "the Gloo connections' ends");
-    taken = detail::taken_pairs(seen, rank, size);
-    if (taken.empty()) {
+    auto const addresses_round = std::string(detail::mesh_protocol) + " addresses" + round;
+    auto const all = bootstrap::gather(addresses, rank, detail::pack(mine), options,
+                                       addresses_round, "the Gloo addresses", last);
+    std::vector<detail::Poke> pokes;  // held until the ends round is over
+    auto const ends = detail::connect_pairs(*transport, rank, size, all, pokes);
+    detail::Verdict verdict;
+    if (check_ends) {
+      previous = {addresses_round, all};
+      auto const ends_round = std::string(detail::mesh_protocol) + " ends" + round;
+      auto const seen = bootstrap::gather(addresses, rank, detail::pack(ends), options, ends_round,
+                                          "the Gloo connections' ends", &previous);
+      previous = {ends_round, seen};
+      last = &previous;
+      verdict = detail::judge(seen, rank, size);
+    } else {
+      for (std::size_t e = 0; e < ends.size(); e += 2) {  // only this rank's own failures
+        if (ends[e + 1].empty()) verdict.failure = std::string(ends[e].begin(), ends[e].end());
+      }
+      if (!verdict.failure.empty())
+        verdict = {.taken = "",
+                   .stranger = false,
+                   .failure = "rank " + std::to_string(rank) + " " + verdict.failure};
+    }
+    if (verdict.taken.empty() && verdict.failure.empty()) {
       auto context = std::make_shared<detail::MeshContext>(rank, size, timeout);
       context->adopt(std::move(device), std::move(transport));
       return context;
     }
-    // One piece, so that the lines of ranks in threads of one process do not interleave.
-    std::string const line =
-        "convoy: rank " + std::to_string(rank) +
-        " found Gloo connections taken by a process not of this run: " + taken +
-        "; every rank drops its connections" +
-        (attempt < detail::mesh_attempts
-             ? " and connects again on fresh ports (attempt " + std::to_string(attempt + 1) +
-                   " of " + std::to_string(detail::mesh_attempts) + ")"
-             : std::string()) +
-        "\n";
-    std::clog << line << std::flush;
+    if (!verdict.stranger) {
+      throw Error("convoy: the Gloo connections of rank " + std::to_string(rank) + "'s group (" +
+                  addresses.at(static_cast<std::size_t>(rank)) +
+                  " in the cluster) failed: " + verdict.failure);
+    }
+    taken = verdict.taken;
+    detail::log_taken(rank, taken, attempt);
   }  // the transport context goes: its pairs close, a stranger's connection with them
   throw Error("convoy: rank " + std::to_string(rank) + " could not connect its Gloo pairs: at " +
               std::to_string(detail::mesh_attempts) +
               " attempts a process not of this run took a connection first (the last: " + taken +
-              "); something on these hosts connects to every new port");
+              "); something on these hosts connects to every new port, or address translation "
+              "sits between the workers (then set comm::Gloo::check_connection_ends = false)");
 }
 
 /// Connects the `cluster`'s training ranks (worker_rank() 0..worker_count()-1), as above, with the
 /// run's identity from the cluster when options.run is empty.
 inline std::shared_ptr<::gloo::Context> connect_mesh(Cluster const& cluster, Listen const& listen,
                                                      std::chrono::milliseconds timeout,
-                                                     bootstrap::Options options) {
-  if (cluster.single_process()) return connect_mesh({""}, 0, listen, timeout, options);
+                                                     bootstrap::Options options,
+                                                     bool check_ends = true) {
+  if (cluster.single_process()) return connect_mesh({""}, 0, listen, timeout, options, check_ends);
   if (options.run.empty()) options.run = bootstrap::run_identity(cluster);
   return connect_mesh(bootstrap::worker_addresses(cluster), cluster.worker_rank(), listen, timeout,
-                      options);
+                      options, check_ends);
 }
 
 }  // namespace convoy::comm::gloo_fabric
