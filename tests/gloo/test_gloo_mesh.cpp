@@ -138,36 +138,46 @@ struct Stranger {
   }
 };
 
-}  // namespace
-
-TEST_CASE("a stranger that connects first to the Gloo pairs' ports is dropped; the mesh forms") {
-  std::vector<std::string> const addresses = {convoy::testing::free_loopback_address(),
-                                              convoy::testing::free_loopback_address(),
-                                              convoy::testing::free_loopback_address()};
-  LockedClog log;
+// Three loopback addresses for the ranks, and the ports a stranger must leave alone: those this
+// process listens on already, and the ranks' own (rank 0's serves the rendezvous).
+std::vector<std::string> three_addresses() {
+  return {convoy::testing::free_loopback_address(), convoy::testing::free_loopback_address(),
+          convoy::testing::free_loopback_address()};
+}
+std::set<int> spared_ports(std::vector<std::string> const& addresses) {
   auto spared = own_listening_ports();
   for (auto const& a : addresses) spared.insert(std::stoi(a.substr(a.rfind(':') + 1)));
-  Stranger stranger(std::move(spared));
-  int const size = static_cast<int>(addresses.size());
-  std::vector<float> sums(addresses.size(), 0.0F);
-  std::vector<std::string> errors(addresses.size());
+  return spared;
+}
+
+// What each rank of a mesh got: the sum of the ranks' rank + 1 over it, or its error.
+struct MeshRun {
+  std::vector<float> sums;
+  std::vector<std::string> errors;
+  std::chrono::steady_clock::duration took{};
+};
+
+// The ranks at `addresses` as threads: each connects the mesh (Gloo's timeout `gloo_timeout`),
+// then sums its rank + 1 with the others. Rank 2 comes once `stranger` has made 4 connections
+// (ranks 0 and 1 listening meanwhile), 10 s at most, and stops it first when `stop_stranger`.
+MeshRun run_mesh(std::vector<std::string> const& addresses, Stranger& stranger, bool stop_stranger,
+                 std::chrono::milliseconds gloo_timeout) {
+  auto const size = addresses.size();
+  MeshRun run{.sums = std::vector<float>(size, 0.0F), .errors = std::vector<std::string>(size)};
   std::vector<std::thread> ranks;
   auto const start = std::chrono::steady_clock::now();
-  for (int rank = 0; rank < size; ++rank) {
+  for (std::size_t rank = 0; rank < size; ++rank) {
     ranks.emplace_back([&, rank] {
       try {
-        // Rank 2 comes late: until it does, ranks 0 and 1 listen for each other, and the
-        // stranger is there first on both ends of their pair (and on their pairs for rank 2):
-        // four connections, however slowly a loaded machine lets it scan.
         if (rank == 2) {
           auto const until = std::chrono::steady_clock::now() + 10s;
           while (stranger.made < 4 && std::chrono::steady_clock::now() < until)
             std::this_thread::sleep_for(10ms);
-          stranger.stop();  // it came once: the next attempt's ports are the ranks' own
+          if (stop_stranger) stranger.stop();
         }
         auto context = convoy::comm::gloo_fabric::connect_mesh(
-            addresses, rank, {.host = "127.0.0.1", .interface = ""}, 5000ms,
-            {.timeout = 20s, .retry = 100ms, .run = "test-run"});
+            addresses, static_cast<int>(rank), {.host = "127.0.0.1", .interface = ""}, gloo_timeout,
+            {.timeout = 25s, .retry = 100ms, .run = "test-run"});
         float value = static_cast<float>(rank + 1);
         ::gloo::AllreduceOptions opts(context);
         opts.setOutput(&value, 1);
@@ -175,21 +185,32 @@ TEST_CASE("a stranger that connects first to the Gloo pairs' ports is dropped; t
             &::gloo::sum<float>));
         opts.setTimeout(5000ms);
         ::gloo::allreduce(opts);
-        sums[static_cast<std::size_t>(rank)] = value;
+        run.sums[rank] = value;
       } catch (std::exception const& e) {
-        errors[static_cast<std::size_t>(rank)] = e.what();
+        run.errors[rank] = e.what();
       }
     });
   }
   for (auto& t : ranks) t.join();
-  auto const took = std::chrono::steady_clock::now() - start;
+  run.took = std::chrono::steady_clock::now() - start;
   stranger.stop();
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("a stranger that connects first to the Gloo pairs' ports is dropped; the mesh forms") {
+  auto const addresses = three_addresses();
+  LockedClog log;
+  // It came once: rank 2 stops it before it comes, so the next attempt's ports are the ranks' own.
+  Stranger stranger(spared_ports(addresses));
+  auto const run = run_mesh(addresses, stranger, /*stop_stranger=*/true, 5000ms);
   std::string const text = log.text();
   INFO(text);
-  for (int rank = 0; rank < size; ++rank) {
+  for (std::size_t rank = 0; rank < addresses.size(); ++rank) {
     CAPTURE(rank);
-    CHECK(errors[static_cast<std::size_t>(rank)] == "");
-    CHECK(sums[static_cast<std::size_t>(rank)] == 6.0F);
+    CHECK(run.errors[rank] == "");
+    CHECK(run.sums[rank] == 6.0F);
   }
   CHECK(!stranger.connections.empty());
   // The pair of ranks 0 and 1 was taken: both of them name it, and all connect again.
@@ -198,7 +219,7 @@ TEST_CASE("a stranger that connects first to the Gloo pairs' ports is dropped; t
   CHECK(text.find("rank 1 found Gloo connections taken by a process not of this run: the one "
                   "with rank 0") != std::string::npos);
   CHECK(text.find("connects again on fresh ports (attempt 2 of 3)") != std::string::npos);
-  CHECK(took < 20s);
+  CHECK(run.took < 20s);
   // Every connection the stranger made has been closed by the ranks: it reads the end of each.
   for (int fd : stranger.connections) {
     timeval wait{.tv_sec = 2, .tv_usec = 0};
@@ -214,60 +235,25 @@ TEST_CASE(
   // close before it does, and pokes its peer's port so that the peer's pair does not wait out
   // Gloo's 30 s. At every attempt the scanner races the ranks, so the mesh forms at a later one or
   // every rank stops with the same error; never a wait for the timeout, never ranks that disagree.
-  std::vector<std::string> const addresses = {convoy::testing::free_loopback_address(),
-                                              convoy::testing::free_loopback_address(),
-                                              convoy::testing::free_loopback_address()};
+  auto const addresses = three_addresses();
   LockedClog log;
-  auto spared = own_listening_ports();
-  for (auto const& a : addresses) spared.insert(std::stoi(a.substr(a.rfind(':') + 1)));
-  Stranger scanner(std::move(spared), /*closing=*/true);
-  int const size = static_cast<int>(addresses.size());
-  std::vector<float> sums(addresses.size(), 0.0F);
-  std::vector<std::string> errors(addresses.size());
-  std::vector<std::thread> ranks;
-  auto const start = std::chrono::steady_clock::now();
-  for (int rank = 0; rank < size; ++rank) {
-    ranks.emplace_back([&, rank] {
-      try {
-        if (rank == 2) {
-          auto const until = std::chrono::steady_clock::now() + 10s;
-          while (scanner.made < 4 && std::chrono::steady_clock::now() < until)
-            std::this_thread::sleep_for(10ms);
-        }
-        auto context = convoy::comm::gloo_fabric::connect_mesh(
-            addresses, rank, {.host = "127.0.0.1", .interface = ""}, 30000ms,
-            {.timeout = 25s, .retry = 100ms, .run = "test-run"});
-        float value = static_cast<float>(rank + 1);
-        ::gloo::AllreduceOptions opts(context);
-        opts.setOutput(&value, 1);
-        opts.setReduceFunction(static_cast<void (*)(void*, void const*, void const*, std::size_t)>(
-            &::gloo::sum<float>));
-        opts.setTimeout(5000ms);
-        ::gloo::allreduce(opts);
-        sums[static_cast<std::size_t>(rank)] = value;
-      } catch (std::exception const& e) {
-        errors[static_cast<std::size_t>(rank)] = e.what();
-      }
-    });
-  }
-  for (auto& t : ranks) t.join();
-  auto const took = std::chrono::steady_clock::now() - start;
-  scanner.stop();
+  Stranger scanner(spared_ports(addresses), /*closing=*/true);
+  auto const run = run_mesh(addresses, scanner, /*stop_stranger=*/false, 30000ms);
   std::string const text = log.text();
   INFO(text);
   CHECK(scanner.made >= 4);
   CHECK(text.find("found Gloo connections taken by a process not of this run") != text.npos);
-  bool const formed = errors[0].empty();
-  for (int rank = 0; rank < size; ++rank) {
+  bool const formed = run.errors[0].empty();
+  for (std::size_t rank = 0; rank < addresses.size(); ++rank) {
     CAPTURE(rank);
-    auto const& error = errors[static_cast<std::size_t>(rank)];
+    auto const& error = run.errors[rank];
     CAPTURE(error);
     CHECK(error.empty() == formed);
     if (formed) {
-      CHECK(sums[static_cast<std::size_t>(rank)] == 6.0F);
+      CHECK(run.sums[rank] == 6.0F);
     } else {
       CHECK(error.find("a process not of this run took a connection first") != error.npos);
     }
   }
-  CHECK(took < 20s);  // Gloo's timeout is 30 s: nothing waited for it
+  CHECK(run.took < 20s);  // Gloo's timeout is 30 s: nothing waited for it
 }

@@ -122,10 +122,10 @@ class FitRun {
       auto const r = replica % buffers->size();
       if (on_device) {  // each slot is one replica thread's
         auto& ahead = (*prefetch)[r];
-        if (!ahead) ahead = std::make_unique<io::Prefetch>(sampler, train, memory, threads[r]);
+        if (!ahead) ahead = std::make_unique<io::Prefetch>(sampler, train, memory, threads);
         return ahead->next(replica, step, origin);
       }
-      return sampler.fill_at(train, replica, step, origin, (*buffers)[r], threads[r]);
+      return sampler.fill_at(train, replica, step, origin, (*buffers)[r], threads);
     };
     plan_.batch = [batch_at = plan_.batch_at](std::size_t replica, std::int64_t local_step) {
       return batch_at(replica, local_step, DataOrigin{});
@@ -417,20 +417,16 @@ class FitRun {
     return line.str();
   }
 
-  // A replica on a GPU gathers its rows on its share of the host's cores, which it leaves idle:
-  // its step is shorter than a one-core gather. On the host the replicas use the cores.
-  // One for each of the plan's buffers (make_plan), which a collective run indexes by the run's
-  // replica numbers. Replicas on a device share the cores as the run's replicas would share one
-  // machine's (a process per GPU); on the host the replicas use the cores themselves.
-  std::vector<int> gather_threads() const {
-    auto const replicas = strategy_.planned_replicas();
-    std::vector<int> threads(replicas, 1);
-    if (!replicas_on_device()) return threads;
-    auto const here = std::max<std::size_t>(1, std::min(replicas, strategy_.replicas()));
-    std::fill(threads.begin(), threads.end(),
-              static_cast<int>(std::clamp<std::size_t>(
-                  std::max(1u, std::thread::hardware_concurrency()) / here, 1, 8)));
-    return threads;
+  // How many threads gather a replica's rows. A replica on a GPU gathers on its share of the
+  // host's cores, which it leaves idle: its step is shorter than a one-core gather. Replicas on a
+  // device share the cores as the run's replicas would share one machine's (a process per GPU);
+  // on the host the replicas use the cores themselves, one thread each.
+  int gather_threads() const {
+    if (!replicas_on_device()) return 1;
+    auto const here =
+        std::max<std::size_t>(1, std::min(strategy_.planned_replicas(), strategy_.replicas()));
+    return static_cast<int>(
+        std::clamp<std::size_t>(std::max(1u, std::thread::hardware_concurrency()) / here, 1, 8));
   }
   // Whether this process's replicas compute on a device: a placement puts all of them there or
   // none (a device it cannot open is left out, or the whole placement falls back to the host).

@@ -7,7 +7,6 @@
 // Used by a parameter-server shard and by the liveness board (comm/bootstrap/liveness.hpp).
 #pragma once
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -26,6 +25,7 @@
 #include <zmq_addon.hpp>
 
 #include "../../core/error.hpp"
+#include "sockets.hpp"
 
 namespace convoy::comm::detail {
 
@@ -46,15 +46,8 @@ inline std::size_t file_room() {
 inline std::string peer_address(int fd) {
   ::sockaddr_storage address{};
   ::socklen_t length = sizeof address;
-  char text[INET6_ADDRSTRLEN] = "?";
-  if (::getpeername(fd, reinterpret_cast<::sockaddr*>(&address), &length) == 0) {
-    auto const* v6 = reinterpret_cast<::sockaddr_in6 const*>(&address);
-    auto const* v4 = reinterpret_cast<::sockaddr_in const*>(&address);
-    void const* ip = address.ss_family == AF_INET6 ? static_cast<void const*>(&v6->sin6_addr)
-                                                   : static_cast<void const*>(&v4->sin_addr);
-    ::inet_ntop(address.ss_family, ip, text, sizeof text);
-  }
-  return text;
+  if (::getpeername(fd, reinterpret_cast<::sockaddr*>(&address), &length) != 0) return "?";
+  return ip_text(address);
 }
 
 /// A socket that hears of `socket`'s accepted and closed connections, through an inproc

@@ -6,7 +6,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 
 #include "../../cluster/address.hpp"
 #include "../../cluster/host_lookup.hpp"
+#include "sockets.hpp"
 
 namespace convoy::comm::detail {
 
@@ -25,30 +25,19 @@ namespace convoy::comm::detail {
 /// parse or resolve. The connection, when taken, is closed at once.
 inline bool refuses_connections(std::string const& address, std::chrono::milliseconds wait) {
   std::string numeric;
-  sockaddr_in to{};
+  ::sockaddr_storage to{};
+  auto& in = reinterpret_cast<::sockaddr_in&>(to);
   try {
     auto const parsed = parse_address(address, "a peer's address");
     if (lookup_ipv4(parsed.host, &numeric) != 0) return false;
-    to.sin_port = htons(static_cast<std::uint16_t>(parsed.port));
+    in.sin_port = htons(static_cast<std::uint16_t>(parsed.port));
   } catch (Error const&) {
     return false;
   }
-  to.sin_family = AF_INET;
-  if (::inet_pton(AF_INET, numeric.c_str(), &to.sin_addr) != 1) return false;
-  int const fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  in.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, numeric.c_str(), &in.sin_addr) != 1) return false;
+  auto const [fd, error] = dial(to, wait);
   if (fd < 0) return false;
-  int error = 0;
-  if (::connect(fd, reinterpret_cast<sockaddr const*>(&to), sizeof to) != 0) {
-    error = errno;
-    if (error == EINPROGRESS) {
-      pollfd item{fd, POLLOUT, 0};
-      error = 0;
-      if (::poll(&item, 1, static_cast<int>(wait.count())) == 1) {
-        socklen_t length = sizeof error;
-        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
-      }
-    }
-  }
   ::close(fd);
   return error == ECONNREFUSED;
 }

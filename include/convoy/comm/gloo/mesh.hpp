@@ -5,18 +5,15 @@
 // which the ranks compare each connection's two ends, so that one a stranger took is found.
 #pragma once
 
-#include <arpa/inet.h>
 #include <gloo/context.h>
 #include <gloo/transport/context.h>
 #include <gloo/transport/device.h>
 #include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -32,11 +29,15 @@
 #include "../../cluster/cluster.hpp"
 #include "../../core/error.hpp"
 #include "../bootstrap/rendezvous.hpp"
+#include "../detail/sockets.hpp"
 #include "gloo_message.hpp"
 
 namespace convoy::comm::gloo_fabric {
 
 namespace detail {
+using comm::detail::endpoint_text;
+using comm::detail::same_endpoint;
+
 inline constexpr std::string_view mesh_protocol = "convoy-gloo-mesh/2";
 // How many times the ranks connect on fresh ports when a process not of the run took a connection.
 inline constexpr int mesh_attempts = 3;
@@ -87,35 +88,6 @@ inline std::vector<std::vector<char>> unpack(std::vector<std::byte> const& blob,
   return out;
 }
 
-// "host:port" of a socket address (IPv4 or IPv6).
-inline std::string endpoint_text(::sockaddr_storage const& a) {
-  char host[INET6_ADDRSTRLEN] = {};
-  int port = 0;
-  if (a.ss_family == AF_INET) {
-    auto const& in = reinterpret_cast<::sockaddr_in const&>(a);
-    ::inet_ntop(AF_INET, &in.sin_addr, host, sizeof host);
-    port = ntohs(in.sin_port);
-    return std::string(host) + ":" + std::to_string(port);
-  }
-  auto const& in6 = reinterpret_cast<::sockaddr_in6 const&>(a);
-  ::inet_ntop(AF_INET6, &in6.sin6_addr, host, sizeof host);
-  port = ntohs(in6.sin6_port);
-  return "[" + std::string(host) + "]:" + std::to_string(port);
-}
-
-inline bool same_endpoint(::sockaddr_storage const& a, ::sockaddr_storage const& b) {
-  if (a.ss_family != b.ss_family) return false;
-  if (a.ss_family == AF_INET) {
-    auto const &x = reinterpret_cast<::sockaddr_in const&>(a),
-               &y = reinterpret_cast<::sockaddr_in const&>(b);
-    return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
-  }
-  auto const &x = reinterpret_cast<::sockaddr_in6 const&>(a),
-             &y = reinterpret_cast<::sockaddr_in6 const&>(b);
-  return x.sin6_port == y.sin6_port &&
-         std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
-}
-
 // The far end of this process's connected socket whose own end is `local`, found among the
 // process's sockets: Gloo's pair keeps its peer's address to itself (its header, pair.h, does not
 // compile from Debian's package). Empty when there is none; every one of them, joined, in the
@@ -140,29 +112,14 @@ inline std::string peer_of(::sockaddr_storage const& local) {
   return peers;
 }
 
-inline std::uint16_t port_of(::sockaddr_storage const& a) {
-  return ntohs(a.ss_family == AF_INET ? reinterpret_cast<::sockaddr_in const&>(a).sin_port
-                                      : reinterpret_cast<::sockaddr_in6 const&>(a).sin6_port);
-}
-
 // A plain connection to a pair's listening `address`, held until the ends round is over: when this
 // rank's pair failed before connecting (a stranger's connection to its own port, closed at once,
 // fails it), the peer's pair may be waiting for it and would wait out Gloo's whole timeout. Taking
 // this one, it stops waiting, and the ends round finds the pair bad.
 class Poke {
  public:
-  explicit Poke(::gloo::transport::tcp::Address const& address) {
-    auto const& to = address.getSockaddr();
-    fd_ = ::socket(to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) return;
-    ::socklen_t const size =
-        to.ss_family == AF_INET ? sizeof(::sockaddr_in) : sizeof(::sockaddr_in6);
-    if (::connect(fd_, reinterpret_cast<::sockaddr const*>(&to), size) != 0 &&
-        errno == EINPROGRESS) {
-      ::pollfd wait{.fd = fd_, .events = POLLOUT, .revents = 0};
-      ::poll(&wait, 1, 1000);
-    }
-  }
+  explicit Poke(::gloo::transport::tcp::Address const& address)
+      : fd_(comm::detail::dial(address.getSockaddr(), std::chrono::seconds(1)).fd) {}
   Poke(Poke&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
   Poke& operator=(Poke&&) = delete;
   Poke(Poke const&) = delete;
