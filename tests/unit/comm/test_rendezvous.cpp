@@ -1,6 +1,7 @@
 // Worker 0's rendezvous over ZeroMQ on loopback: a peer that sends a frame larger than rank 0
 // takes is disconnected before the frame is allocated, a process of another run is refused and
-// cannot answer, and the ranks are still served.
+// cannot answer, a rank of an earlier generation of the group is told it was left behind, and the
+// ranks are still served.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -83,6 +84,47 @@ TEST_CASE(
       said);
   CHECK(said.find("later ones are refused without a line") != std::string::npos);
   CHECK(said.find("refused a request", said.find("refused a request") + 1) == std::string::npos);
+}
+
+TEST_CASE(
+    "a rank of an earlier generation of the run's group is told the group went on without it, "
+    "and the group's own rank is served") {
+  // A member stopped before its group's meeting reaches the rendezvous of the group the others
+  // agreed on without it: it must learn it was left behind (and knock), not stop as if it had met
+  // another run.
+  std::string const address = testing::free_loopback_address();
+  std::string const run = "token:ours";
+  comm::bootstrap::Options const options{
+      .timeout = 20000ms, .retry = 200ms, .run = comm::bootstrap::group_identity(run, 2)};
+  std::vector<std::byte> const id{std::byte{7}, std::byte{9}};
+  testing::ClogCapture capture;
+  auto rank0 = testing::serve_rank0(address, options, id);
+  std::vector<std::byte> const payload{std::byte{1}};
+  auto earlier = options;
+  earlier.run = comm::bootstrap::group_identity(run, 1);
+  // Its rank in the earlier group may be past this group's size: it is told all the same.
+  for (int rank : {1, 3}) {
+    CHECK_THROWS_WITH_AS(
+        comm::bootstrap::ask(address, rank, payload, earlier, "test/1", "the test's id"),
+        doctest::Contains(("meets generation 2 of the run's group; the asking rank " +
+                           std::to_string(rank) +
+                           " belongs to generation 1, which went on without it")
+                              .c_str()),
+        comm::bootstrap::LeftBehind);
+  }
+  // A later generation than rank 0's, or another run's earlier one, is no member of this group.
+  auto later = options;
+  later.run = comm::bootstrap::group_identity(run, 3);
+  CHECK_THROWS_WITH_AS(comm::bootstrap::ask(address, 1, payload, later, "test/1", "the test's id"),
+                       doctest::Contains("serves another run"), ProtocolError);
+  auto other = options;
+  other.run = comm::bootstrap::group_identity("token:theirs", 1);
+  CHECK_THROWS_WITH_AS(comm::bootstrap::ask(address, 1, payload, other, "test/1", "the test's id"),
+                       doctest::Contains("serves another run"), ProtocolError);
+  auto const answer = comm::bootstrap::ask(address, 1, payload, options, "test/1", "the test's id");
+  rank0.join();
+  REQUIRE(answer.size() == 1);
+  CHECK(answer[0].size() == 2);
 }
 
 TEST_CASE("a rank takes no answer from a rank 0 of another run") {

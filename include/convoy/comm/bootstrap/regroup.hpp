@@ -67,14 +67,6 @@ struct RegroupOptions {
   std::ostream* log = &std::clog;
 };
 
-/// regroup()'s error for a process the others went on without: it came after they re-formed, or
-/// found none of them and is no quorum alone (it was stopped, or cut off, past their timeout,
-/// while they regrouped). A group that still trains can take it in as one started again
-/// (join_group), which is what comm::Gloo tries before it gives up.
-struct LeftBehind : Error {
-  using Error::Error;
-};
-
 /// The group the survivors agreed on.
 struct Group {
   /// Cluster worker ranks (Cluster::worker_address's numbering), in the group's rank order.

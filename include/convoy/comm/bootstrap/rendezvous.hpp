@@ -170,7 +170,8 @@ using Answer = std::function<std::optional<std::vector<std::vector<std::byte>>>(
 /// 1..world_size-1 has had its final answer. Blocks. Throws TimeoutError naming the ranks that
 /// never asked within options.timeout, and Error when `address` cannot be bound. A request that
 /// does not speak `protocol`, or comes from another run than options.run, gets an error answer
-/// (the first of another run is logged) and serving goes on. `what` names what is served,
+/// (the first of another run is logged; one of an earlier generation of this run's group is told
+/// the group went on without it) and serving goes on. `what` names what is served,
 /// for messages ("the NCCL unique id"). Rounds of one exchange share their protocol's first word
 /// ("convoy-gloo-mesh/2 ends #1"): a rank of the run that had its answer and asks for the next
 /// round is told to wait, and one that asks for `previous` again gets its answer.
@@ -226,6 +227,19 @@ inline void serve(std::string const& address, int world_size, Options const& opt
                                                    protocol, previous, waiting, address)) {
       continue;
     }
+    if (rank >= 1 && earlier_generation(request[2].to_string_view(), options.run)) {
+      // A member of a group the others have since left behind (stopped before its meeting; its
+      // rank there may be past this group's size): told so, it knocks to be taken in as a
+      // process started again.
+      detail::send_answer(socket, "went-on",
+                          "rank 0 at " + address + " meets generation " +
+                              std::to_string(generation_of(options.run)) +
+                              " of the run's group; the asking rank " + std::to_string(rank) +
+                              " belongs to generation " +
+                              std::to_string(generation_of(request[2].to_string_view())) +
+                              ", which went on without it");
+      continue;
+    }
     if (rank < 1 || rank >= world_size) {
       detail::send_answer(socket, "error",
                           "rank 0 at " + address + " serves ranks 1.." +
@@ -261,7 +275,8 @@ inline void serve(std::string const& address, int world_size, Options const& opt
 /// whose frames it returns. Blocks; asks again on a fresh connection every options.retry while
 /// rank 0 is not there yet or waits for other ranks. Throws TimeoutError naming this rank, the
 /// address and the ranks rank 0 still waited for after options.timeout, ProtocolError when rank 0
-/// answers with an error, in another protocol or for another run.
+/// answers with an error, in another protocol or for another run, LeftBehind when it serves a
+/// later generation of this run's group.
 inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
                                        std::span<std::byte const> payload, Options const& options,
                                        std::string_view protocol, std::string_view what) {
@@ -306,6 +321,8 @@ inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
                      deadline - std::chrono::steady_clock::now() + std::chrono::milliseconds(1))));
       continue;
     }
+    if (answer.size() == 2 && detail::frame_text(answer[0]) == "went-on")
+      throw LeftBehind(from + ": " + detail::frame_text(answer[1]));
     if (answer.size() == 2 && detail::frame_text(answer[0]) == "error")
       throw ProtocolError(from + " and was refused: " + detail::frame_text(answer[1]));
     if (answer.size() < 2 || detail::frame_text(answer[0]) != protocol)

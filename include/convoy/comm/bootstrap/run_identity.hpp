@@ -16,6 +16,7 @@
 
 #include "../../cluster/cluster.hpp"
 #include "../../core/detail/fnv1a.hpp"
+#include "../../core/error.hpp"
 
 namespace convoy::comm::bootstrap {
 
@@ -61,5 +62,19 @@ inline std::uint64_t generation_of(std::string_view identity) {
   }
   return g;
 }
+/// True when `theirs` is the identity of an earlier generation of `ours`'s run: a process the
+/// group went on without.
+inline bool earlier_generation(std::string_view theirs, std::string_view ours) {
+  return run_of(theirs) == run_of(ours) && generation_of(theirs) < generation_of(ours);
+}
+
+/// The error of a process the others went on without: it came after they re-formed (to the
+/// agreement, or to the meeting of a group they have since agreed to leave behind), or found none
+/// of them and is no quorum alone (it was stopped, or cut off, past their timeout, while they
+/// regrouped). A group that still trains can take it in as one started again
+/// (join_group), which is what comm::Gloo tries before it gives up.
+struct LeftBehind : Error {
+  using Error::Error;
+};
 
 }  // namespace convoy::comm::bootstrap

@@ -210,15 +210,17 @@ class HostFabric {
     auto const meeting = std::min(policy_.bootstrap_timeout, options.window + 4 * options.patience);
     bootstrap::Group last = group_.members();
     std::string unmet;  // why the last agreed group could not meet
+    std::optional<bootstrap::Group> taken_in;  // by a group that went on without this process
     // Each failed meeting is a loss, and a quorum bounds those; so does this, whatever happens.
     for (std::size_t meetings = 0;; ++meetings) {
       if (meetings > group_.cluster().worker_count()) {
         throw Error("convoy: " + group_.task() + " regrouped " + std::to_string(meetings) +
                     " times without meeting; the last: " + unmet);
       }
-      auto next = agree(last, step, options);
+      bool const joined = taken_in.has_value();
+      auto next = joined ? *std::exchange(taken_in, std::nullopt) : agree(last, step, options);
       // Agreed again (not taken in by a group that went on: a later generation) by every member.
-      bool const same_members = next.generation == last.generation + 1 &&
+      bool const same_members = !joined && next.generation == last.generation + 1 &&
                                 std::ranges::all_of(last.workers, [&](std::size_t w) {
                                   return std::ranges::find(next.workers, w) != next.workers.end();
                                 });
@@ -234,6 +236,16 @@ class HostFabric {
         return std::make_unique<HostFabric>(policy, group, plan, next, meeting);
       } catch (ProtocolError const&) {
         throw;  // another run, or a peer that does not speak the protocol: no loss
+      } catch (bootstrap::LeftBehind const& e) {
+        // Stopped before this meeting, past the others' patience: they agreed again without this
+        // process and meet as a later generation. A group that trains takes it in as one started
+        // again; none within 3 s: the error stands.
+        std::clog << "convoy: " << group_.task() << " was left behind (" << e.what() << ")"
+                  << std::endl;
+        taken_in =
+            knock_and_join(group_.cluster(), next.workers.at(next.rank), "left behind by the group",
+                           std::chrono::seconds(3), policy_.bootstrap_timeout);
+        if (!taken_in) throw;
       } catch (Error const& e) {
         // A member lost after the agreement, before the group met (the new rank 0's rendezvous,
         // Gloo's pairs): the others agree again, on this group, and go on without it.
