@@ -1,4 +1,6 @@
-// The doctest main of every unit test program, with two guards.
+// The doctest main of every unit test program and of tests/cluster's, with two guards. A command
+// line "--task <suite>/<scenario> <dir>" is not a test run: it runs a task of the file that
+// registered that suite (testing::TaskSuite), which its tests start once per task.
 //
 // A test case whose code ends the process through std::exit (a parameter-server task's run()
 // does, by default, once its shard is done) would leave with the status it was given, 0 most
@@ -14,6 +16,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+
+#include "processes.hpp"
 
 namespace {
 
@@ -46,6 +50,8 @@ struct CaseCount : doctest::IReporter {
 REGISTER_LISTENER("convoy_case_count", 1, CaseCount);
 
 int main(int argc, char** argv) {
+  // A task of a program whose tests start it once per task (tests/cluster): not a test run.
+  if (auto const status = convoy::testing::TaskSuite::run_if_asked(argc, argv)) return *status;
   doctest::Context context(argc, argv);
   std::atexit([] {
     if (!cases_running) return;

@@ -3,7 +3,6 @@
 // ask, a rank 0 whose peers never come, a foreign request and an id of the wrong size each end in
 // an error that names the rank and the address, within their timeouts. The id is an arbitrary
 // blob: the transport does not care what it holds.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -24,13 +23,13 @@
 #include "task_checks.hpp"
 #include "temp_dir.hpp"
 
-namespace {
+namespace test_cluster_nccl_bootstrap {
 
 using namespace convoy;
 using namespace std::chrono_literals;
 using comm::nccl::BootstrapOptions;
 
-char const* program = nullptr;
+std::string const program = testing::this_program();
 constexpr std::size_t id_bytes = 128;
 
 std::vector<std::byte> random_id() {
@@ -52,14 +51,13 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
   out.write(reinterpret_cast<char const*>(id.data()), static_cast<std::streamsize>(id.size()));
   return out ? 0 : 1;
 }
-
-}  // namespace
+testing::TaskSuite const suite("nccl_bootstrap", task);
 
 TEST_CASE("ranks started by torchrun share rank 0's id, though rank 0 comes up late") {
   testing::TempDir const dir("nccl_bootstrap");
   constexpr int ranks = 3;
-  auto const tasks = testing::run_cluster(program, "late", dir.path, 0, ranks, "torchrun",
-                                          std::chrono::seconds(60));
+  auto const tasks = testing::run_cluster(program, suite.scenario("late"), dir.path, 0, ranks,
+                                          "torchrun", std::chrono::seconds(60));
   testing::check_tasks_succeeded(tasks);
   std::vector<std::vector<char>> ids;
   for (int r = 0; r < ranks; ++r) {
@@ -119,9 +117,4 @@ TEST_CASE("a foreign request is refused and serving goes on; an id of another si
   CHECK(comm::nccl::fetch_unique_id(address, 2, id_bytes, {.timeout = 5s}) == id);
 }
 
-int main(int argc, char** argv) {
-  if (auto const status = convoy::testing::run_task_if_asked(argc, argv, task)) return *status;
-  program = argv[0];
-  doctest::Context context(argc, argv);
-  return context.run();
-}
+}  // namespace test_cluster_nccl_bootstrap

@@ -2,7 +2,6 @@
 // task ("--task <scenario> <dir>"), each with its TF_CONFIG, exactly as tools/convoy-launch does;
 // every task writes what it saw into <dir>, and the test reads it back. Every cluster is bounded in
 // time: a task still running after its deadline is killed and the test fails.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -29,7 +28,7 @@
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
 
-namespace {
+namespace test_cluster_ps_cluster {
 
 using namespace convoy;
 
@@ -131,13 +130,15 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
 
 // ---- the test's side ------------------------------------------------------------------------
 
-std::string program;
+std::string const program = testing::this_program();
+testing::TaskSuite const suite("ps_cluster", task);
 
 // Runs a cluster (testing::run_cluster) and checks that every task ended well, printing the logs
 // of those that did not.
 std::vector<testing::Task> run_cluster(std::string const& scenario, std::filesystem::path const& dir,
                                        int ps, int workers, std::string const& launcher = {}) {
-  auto const tasks = testing::run_cluster(program, scenario, dir, ps, workers, launcher);
+  auto const tasks =
+      testing::run_cluster(program, suite.scenario(scenario), dir, ps, workers, launcher);
   testing::check_tasks_succeeded(tasks);
   return tasks;
 }
@@ -174,8 +175,6 @@ std::string read_text(std::filesystem::path const& file) {
   s << in.rdbuf();
   return s.str();
 }
-
-}  // namespace
 
 TEST_CASE("synchronous PS with 2 workers on 1 and 2 shards matches Mirrored step by step") {
   // The reference: in-process Mirrored, 2 replicas, the same data order and optimizer.
@@ -441,9 +440,4 @@ TEST_CASE("the same program runs unchanged under the variables of torchrun, Open
   }
 }
 
-int main(int argc, char** argv) {
-  if (auto const status = convoy::testing::run_task_if_asked(argc, argv, task)) return *status;
-  program = argv[0];
-  doctest::Context context(argc, argv);
-  return context.run();
-}
+}  // namespace test_cluster_ps_cluster

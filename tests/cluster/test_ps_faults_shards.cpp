@@ -6,7 +6,6 @@
 // A kill during a save is made certain, not left to timing: the test puts a FIFO where the task
 // (which it started, so it knows the pid) will open its temporary file, and the task blocks in
 // that open, inside the save, until it is killed.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
@@ -28,7 +27,7 @@
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
 
-namespace {
+namespace test_cluster_ps_faults_shards {
 
 using namespace convoy;
 using clock_type = std::chrono::steady_clock;
@@ -92,7 +91,8 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
 
 // ---- the test's side ------------------------------------------------------------------------
 
-std::string program;
+std::string program = testing::this_program();  // posix_spawn takes its argv as char*
+testing::TaskSuite const suite("ps_faults_shards", task);
 
 // A cluster of 2 ps tasks and 2 workers whose tasks the test starts, kills and starts again one
 // by one, each at the same address as before.
@@ -131,7 +131,8 @@ class Tasks {
     posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                      0644);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    std::string arg_task = "--task", arg_scenario = scenario_, arg_dir = dir_.string();
+    std::string arg_task = "--task", arg_scenario = suite.scenario(scenario_),
+                arg_dir = dir_.string();
     char* argv[] = {program.data(), arg_task.data(), arg_scenario.data(), arg_dir.data(), nullptr};
     pid_t pid = -1;
     int const rc = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv, envp.data());
@@ -312,8 +313,6 @@ void check_ended_well(std::map<std::string, int> const& status, std::filesystem:
   }
   if (!ok) print_logs(dir);
 }
-
-}  // namespace
 
 // CONVOY_FAULT_TRIALS=N repeats it N times, the later trials killing ps:0 or ps:1 after a random
 // step between 11 and 18 (the figures in docs/parameter_server.md); by default once, ps:1 after 12.
@@ -500,9 +499,4 @@ TEST_CASE("a shard that never comes back stops every worker within its timeout, 
   CHECK(status.at("ps:0") != -1);  // it ended by its own timeout, not the test's deadline
 }
 
-int main(int argc, char** argv) {
-  if (auto const status = convoy::testing::run_task_if_asked(argc, argv, task)) return *status;
-  program = argv[0];
-  doctest::Context context(argc, argv);
-  return context.run();
-}
+}  // namespace test_cluster_ps_faults_shards

@@ -3,7 +3,6 @@
 // TF_CONFIG, as test_ps_cluster does, kills a worker mid-run, and checks what the others do under
 // each Sync policy (docs/parameter_server.md#faults-killed-and-restarted-workers). Every cluster
 // runs against a deadline: a task still running then is killed and counted as a hang.
-#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -30,7 +29,7 @@
 #include "synthetic.hpp"
 #include "temp_dir.hpp"
 
-namespace {
+namespace test_cluster_ps_faults_workers {
 
 using namespace convoy;
 using namespace std::chrono_literals;
@@ -122,7 +121,8 @@ int task(std::string const& text, std::filesystem::path const& dir) {
 
 // ---- the test's side ------------------------------------------------------------------------
 
-std::string program;
+std::string const program = testing::this_program();
+testing::TaskSuite const suite("ps_faults_workers", task);
 
 std::string read_text(std::filesystem::path const& file) {
   std::ifstream in(file);
@@ -244,7 +244,7 @@ struct TestCluster {
 };
 
 TestCluster self_cluster(std::filesystem::path const& dir, std::string const& scenario) {
-  return TestCluster{dir, {program, "--task", scenario, dir.string()}};
+  return TestCluster{dir, {program, "--task", suite.scenario(scenario), dir.string()}};
 }
 
 std::int64_t result_step(std::filesystem::path const& file) {
@@ -253,8 +253,6 @@ std::int64_t result_step(std::filesystem::path const& file) {
   in >> global;
   return global;
 }
-
-}  // namespace
 
 // fashion_mnist as every task of a 1 ps + 2 worker cluster, 1200 global steps; worker 1 is
 // killed once the cluster has passed global step `kill_after` (none when negative).
@@ -516,9 +514,10 @@ TEST_CASE(
   std::vector<testing::Task> run(1);
   run[0].job = "launcher";
   run[0].log = dir.path / "launch.log";
-  run[0].pid = testing::spawn({launcher, "--ps", "1", "--workers", "2", "--max-restarts", "1", "--",
-                               program, "--task", "sync:500:10:20000", dir.path.string()},
-                              testing::task_environment({}), run[0].log);
+  run[0].pid =
+      testing::spawn({launcher, "--ps", "1", "--workers", "2", "--max-restarts", "1", "--", program,
+                      "--task", suite.scenario("sync:500:10:20000"), dir.path.string()},
+                     testing::task_environment({}), run[0].log);
   auto const first_of_worker1 = [&] {
     auto const files = files_of(dir.path, "steps", "worker1");
     return files.empty() ? std::filesystem::path{} : files.front();
@@ -718,9 +717,4 @@ TEST_CASE("twenty workers killed at random times: no hangs") {
   CHECK(hangs == 0);
 }
 
-int main(int argc, char** argv) {
-  if (auto const status = convoy::testing::run_task_if_asked(argc, argv, task)) return *status;
-  program = argv[0];
-  doctest::Context context(argc, argv);
-  return context.run();
-}
+}  // namespace test_cluster_ps_faults_workers

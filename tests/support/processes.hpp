@@ -17,7 +17,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <random>
 #include <set>
@@ -25,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "files.hpp"
@@ -294,5 +297,49 @@ std::optional<int> run_task_if_asked(int argc, char** argv, Run&& task) {
     return 1;
   }
 }
+
+/// This program's own file (/proc/self/exe), which a test starts once per task.
+inline std::string const& this_program() {
+  static std::string const path = std::filesystem::read_symlink("/proc/self/exe").string();
+  return path;
+}
+
+/// The tasks of one test file of a program that several files share (tests/cluster, one
+/// translation unit): `task` runs a scenario of this file's. The file starts its tasks with
+/// scenario(s), which names the suite, and the shared main (tests/doctest_main.cpp) routes the
+/// command line back to it with run_if_asked. Define one at namespace scope, per file.
+class TaskSuite {
+ public:
+  using Run = std::function<int(std::string const&, std::filesystem::path const&)>;
+  TaskSuite(std::string name, Run task) : name_(std::move(name)) {
+    if (!suites().emplace(name_, std::move(task)).second) {
+      throw std::logic_error("convoy tests: two task suites named " + name_);
+    }
+  }
+  /// `scenario` of this suite, as a task's command line carries it.
+  std::string scenario(std::string_view scenario) const {
+    return name_ + "/" + std::string(scenario);
+  }
+  /// For "<program> --task <suite>/<scenario> <dir>": that suite's task, as run_task_if_asked
+  /// runs one (a suite that is not here fails the task, saying so); nothing for any other command
+  /// line.
+  static std::optional<int> run_if_asked(int argc, char** argv) {
+    return run_task_if_asked(argc, argv, [](std::string const& text, auto const& dir) {
+      auto const slash = text.find('/');
+      auto const found = suites().find(text.substr(0, slash));
+      if (slash == std::string::npos || found == suites().end()) {
+        throw std::runtime_error("no task suite here runs scenario '" + text + "'");
+      }
+      return found->second(text.substr(slash + 1), dir);
+    });
+  }
+
+ private:
+  static std::map<std::string, Run>& suites() {
+    static std::map<std::string, Run> all;
+    return all;
+  }
+  std::string name_;
+};
 
 }  // namespace convoy::testing
