@@ -34,6 +34,23 @@ void for_each_index(exec::Host const&, std::size_t n, F f) {
   }
 }
 
+/// f(begin, end) over [0, n) cut into one contiguous range per OpenMP thread (one range when
+/// there is one thread): for a kernel that walks its range in vector blocks itself.
+template <class F>
+void for_each_range(exec::Host const&, std::size_t n, F f) {
+  int const threads = omp_get_max_threads();
+  if (threads <= 1 || n < 2) {
+    f(std::size_t{0}, n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    auto const team = static_cast<std::size_t>(omp_get_num_threads());
+    auto const t = static_cast<std::size_t>(omp_get_thread_num());
+    f(n * t / team, n * (t + 1) / team);
+  }
+}
+
 /// Sum of f(i) for i in [0, n), as double. Each thread of the team sums one contiguous slice and
 /// the slices' sums are added in slice order, so the result depends only on the number of threads,
 /// never on which finishes first (an OpenMP `reduction` clause leaves that order open, and losses

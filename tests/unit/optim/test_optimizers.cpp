@@ -124,6 +124,32 @@ TEST_CASE("Momentum matches v = mu v + g; w -= lr v") {
   for (std::size_t i = 0; i < n; ++i) CHECK(std::abs(state.slots[0][i] - v[i]) <= 1e-6);
 }
 
+TEST_CASE("Adam's host range, in vector blocks, gives the element-wise kernel's bits") {
+  // Ranges that start off any vector boundary and end in a tail, over 40 updates.
+  constexpr std::size_t size = 1003;
+  std::vector<float> w1(size), m1(size, 0.0f), v1(size, 0.0f), g(size);
+  for (std::size_t i = 0; i < size; ++i) w1[i] = 0.25f - 0.001f * static_cast<float>(i);
+  auto w2 = w1, m2 = m1, v2 = v1;
+  for (int step = 1; step <= 40; ++step) {
+    for (std::size_t i = 0; i < size; ++i)
+      g[i] = std::sin(0.37f * static_cast<float>(i) + 0.9f * static_cast<float>(step));
+    auto const kernel = [&](std::vector<float>& w, std::vector<float>& m, std::vector<float>& v) {
+      return convoy::optim::detail::AdamStep{w.data(), g.data(), m.data(), v.data(), 0.003f * step,
+                                             0.9f,     0.999f,   1e-7f,    0.5f};
+    };
+    auto const by_element = kernel(w1, m1, v1);
+    for (std::size_t i = 0; i < size; ++i) by_element(i);
+    auto const by_range = kernel(w2, m2, v2);
+    std::size_t const cut = static_cast<std::size_t>(step) % 7;
+    by_range.host_range(0, cut);
+    by_range.host_range(cut, 501);
+    by_range.host_range(501, size);
+  }
+  CHECK(w1 == w2);
+  CHECK(m1 == m2);
+  CHECK(v1 == v2);
+}
+
 TEST_CASE("Adam matches the bias-corrected reference") {
   Adam const adam{.learning_rate = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-7f};
   double const lr = 0.01, b1 = 0.9f, b2 = 0.999f, eps = 1e-7f;
