@@ -102,10 +102,12 @@ TEST_CASE(
   std::vector<std::byte> const payload{std::byte{1}};
   auto earlier = options;
   earlier.run = comm::bootstrap::group_identity(run, 1);
-  // Its rank in the earlier group may be past this group's size: it is told all the same.
+  // Its rank in the earlier group may be past this group's size, and the round it asks for over
+  // (another round of the exchange): it is told all the same.
   for (int rank : {1, 3}) {
     CHECK_THROWS_WITH_AS(
-        comm::bootstrap::ask(address, rank, payload, earlier, "test/1", "the test's id"),
+        comm::bootstrap::ask(address, rank, payload, earlier, rank == 1 ? "test/1" : "test/1 #2",
+                             "the test's id"),
         doctest::Contains(("meets generation 2 of the run's group; the asking rank " +
                            std::to_string(rank) +
                            " belongs to generation 1, which went on without it")
@@ -125,6 +127,19 @@ TEST_CASE(
   rank0.join();
   REQUIRE(answer.size() == 1);
   CHECK(answer[0].size() == 2);
+}
+
+TEST_CASE("an earlier generation is one of the same run, with a well-formed generation below") {
+  using comm::bootstrap::earlier_generation;
+  using comm::bootstrap::group_identity;
+  std::string const run = "token:0123456789abcdef";
+  CHECK(earlier_generation(run, group_identity(run, 1)));
+  CHECK(earlier_generation(group_identity(run, 1), group_identity(run, 12)));
+  CHECK_FALSE(earlier_generation(group_identity(run, 2), group_identity(run, 2)));
+  CHECK_FALSE(earlier_generation(group_identity(run, 3), group_identity(run, 2)));
+  CHECK_FALSE(earlier_generation(group_identity("token:other", 1), group_identity(run, 2)));
+  for (std::string suffix : {"/g", "/gx", "/g01", "/g1234567890123456789"})
+    CHECK_FALSE(earlier_generation(run + suffix, group_identity(run, 2)));
 }
 
 TEST_CASE("a rank takes no answer from a rank 0 of another run") {

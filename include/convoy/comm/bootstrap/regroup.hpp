@@ -412,7 +412,9 @@ class Regroup {
       bool const same_run = run_of(theirs) == options_.run;
       // A later group's member: this process is the one behind (its group re-formed without it),
       // and to the asker it is silent, not a refusal.
-      if (same_run && generation_of(theirs) > last_.generation) return reply("behind", "");
+      auto const their_generation = generation_of(theirs);
+      if (same_run && their_generation && *their_generation > last_.generation)
+        return reply("behind", "");
       return reply(same_run ? "closed" : "refused",
                    same_run ? "another generation of the group" : "another run");
     }
@@ -609,6 +611,9 @@ class Regroup {
 inline Group join_group(Cluster const& cluster, std::size_t rank, std::string const& leader,
                         std::string const& group_run, std::chrono::milliseconds timeout) {
   auto const generation = generation_of(group_run);
+  if (!generation) {
+    throw ProtocolError("convoy: the group at " + leader + " gave a malformed identity to join");
+  }
   std::string const me = "+" + std::to_string(rank);
   auto const key = run_key();
   zmq::context_t context;
@@ -631,7 +636,7 @@ inline Group join_group(Cluster const& cluster, std::size_t rank, std::string co
         throw ProtocolError("convoy: " + cluster.worker_task(rank) + " asked to join at " + leader +
                             " and got the group '" + text + "', which does not hold it");
       }
-      auto group = detail::group_of(*workers, rank, generation + 1);
+      auto group = detail::group_of(*workers, rank, *generation + 1);
       group.first_size = first && *first > 0 ? static_cast<std::size_t>(*first) : 0;
       return group;
     }

@@ -94,6 +94,17 @@ inline int asking_rank(std::vector<zmq::message_t> const& request) {
 inline bool same_exchange(std::string_view a, std::string_view b) {
   return a.substr(0, a.find(' ')) == b.substr(0, b.find(' '));
 }
+// Whether `request` comes from a rank of an earlier generation of options.run's group, in a round
+// of the same exchange.
+inline bool left_behind(std::vector<zmq::message_t> const& request, std::string_view protocol,
+                        std::string_view run) {
+  return asking_rank(request) >= 1 && same_exchange(frame_text(request[0]), protocol) &&
+         earlier_generation(request[2].to_string_view(), run);
+}
+inline std::vector<std::byte> bytes_of(std::string_view text) {
+  auto const* data = reinterpret_cast<std::byte const*>(text.data());
+  return {data, data + text.size()};
+}
 // The rank a request names; -1 when it does not speak `protocol`.
 inline int requested_rank(std::vector<zmq::message_t> const& request, std::string_view protocol) {
   if (request.size() != 4 || frame_text(request[0]) != protocol) return -1;
@@ -223,21 +234,21 @@ inline void serve(std::string const& address, int world_size, Options const& opt
     std::vector<zmq::message_t> request;
     if (!detail::receive_request(socket, deadline - now, request)) continue;
     int const rank = detail::requested_rank(request, protocol);
-    if (rank < 0 && detail::answered_another_round(socket, request, world_size, options.run,
-                                                   protocol, previous, waiting, address)) {
+    if (detail::left_behind(request, protocol, options.run)) {
+      // A member of a group the others have since left behind (stopped before its meeting; its
+      // rank there may be past this group's size, and the round it asks for over): told so, it
+      // knocks to be taken in as a process started again.
+      auto const theirs = request[2].to_string_view();
+      auto const text = "rank 0 at " + address + " meets generation " +
+                        std::to_string(*generation_of(options.run)) +
+                        " of the run's group; the asking rank " +
+                        std::to_string(detail::asking_rank(request)) + " belongs to generation " +
+                        std::to_string(*generation_of(theirs)) + ", which went on without it";
+      detail::send_answer(socket, "went-on", options.run, {detail::bytes_of(text)});
       continue;
     }
-    if (rank >= 1 && earlier_generation(request[2].to_string_view(), options.run)) {
-      // A member of a group the others have since left behind (stopped before its meeting; its
-      // rank there may be past this group's size): told so, it knocks to be taken in as a
-      // process started again.
-      detail::send_answer(socket, "went-on",
-                          "rank 0 at " + address + " meets generation " +
-                              std::to_string(generation_of(options.run)) +
-                              " of the run's group; the asking rank " + std::to_string(rank) +
-                              " belongs to generation " +
-                              std::to_string(generation_of(request[2].to_string_view())) +
-                              ", which went on without it");
+    if (rank < 0 && detail::answered_another_round(socket, request, world_size, options.run,
+                                                   protocol, previous, waiting, address)) {
       continue;
     }
     if (rank < 1 || rank >= world_size) {
@@ -321,8 +332,9 @@ inline std::vector<zmq::message_t> ask(std::string const& address, int rank,
                      deadline - std::chrono::steady_clock::now() + std::chrono::milliseconds(1))));
       continue;
     }
-    if (answer.size() == 2 && detail::frame_text(answer[0]) == "went-on")
-      throw LeftBehind(from + ": " + detail::frame_text(answer[1]));
+    if (answer.size() == 3 && detail::frame_text(answer[0]) == "went-on" &&
+        earlier_generation(options.run, answer[1].to_string_view()))
+      throw LeftBehind(from + ": " + detail::frame_text(answer[2]));
     if (answer.size() == 2 && detail::frame_text(answer[0]) == "error")
       throw ProtocolError(from + " and was refused: " + detail::frame_text(answer[1]));
     if (answer.size() < 2 || detail::frame_text(answer[0]) != protocol)

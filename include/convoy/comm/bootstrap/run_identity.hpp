@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -47,25 +48,29 @@ inline std::string run_identity(Cluster const& cluster) {
 inline std::string group_identity(std::string const& run, std::uint64_t generation) {
   return generation == 0 ? run : run + "/g" + std::to_string(generation);
 }
-/// The run, and the generation, of a group_identity().
+/// The run of a group_identity(): itself at generation 0.
 inline std::string_view run_of(std::string_view identity) {
   auto const at = identity.rfind("/g");
   return at == std::string_view::npos ? identity : identity.substr(0, at);
 }
-inline std::uint64_t generation_of(std::string_view identity) {
+/// The generation of a group_identity(); nothing for a suffix that is not one ("/g", "/gx", a
+/// leading zero, more than 18 digits).
+inline std::optional<std::uint64_t> generation_of(std::string_view identity) {
   auto const at = identity.rfind("/g");
   if (at == std::string_view::npos) return 0;
+  auto const digits = identity.substr(at + 2);
+  if (digits.empty() || digits.size() > 18 || (digits.size() > 1 && digits[0] == '0') ||
+      digits.find_first_not_of("0123456789") != std::string_view::npos)
+    return std::nullopt;
   std::uint64_t g = 0;
-  for (char c : identity.substr(at + 2)) {
-    if (c < '0' || c > '9' || g > (std::uint64_t{1} << 40)) return 0;
-    g = g * 10 + static_cast<std::uint64_t>(c - '0');
-  }
+  for (char c : digits) g = g * 10 + static_cast<std::uint64_t>(c - '0');
   return g;
 }
 /// True when `theirs` is the identity of an earlier generation of `ours`'s run: a process the
-/// group went on without.
+/// group went on without. Both must be well-formed group identities of the same run.
 inline bool earlier_generation(std::string_view theirs, std::string_view ours) {
-  return run_of(theirs) == run_of(ours) && generation_of(theirs) < generation_of(ours);
+  auto const t = generation_of(theirs), o = generation_of(ours);
+  return t && o && *t < *o && run_of(theirs) == run_of(ours);
 }
 
 /// The error of a process the others went on without: it came after they re-formed (to the

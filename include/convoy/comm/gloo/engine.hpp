@@ -240,8 +240,10 @@ class HostFabric {
         // Stopped before this meeting, past the others' patience: they agreed again without this
         // process and meet as a later generation. A group that trains takes it in as one started
         // again; none within 3 s: the error stands.
-        std::clog << "convoy: " << group_.task() << " was left behind (" << e.what() << ")"
+        unmet = e.what();
+        std::clog << "convoy: " << group_.task() << " was left behind (" << unmet << ")"
                   << std::endl;
+        // A failure to join (the group refused it, or finished) ends the regroup, as in agree().
         taken_in =
             knock_and_join(group_.cluster(), next.workers.at(next.rank), "left behind by the group",
                            std::chrono::seconds(3), policy_.bootstrap_timeout);
