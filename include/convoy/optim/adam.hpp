@@ -13,8 +13,8 @@
 #include "../math/host.hpp"
 #include "update.hpp"
 
-#if defined(__SSE2__)
-#include <immintrin.h>
+#if defined(__SSE2__) && !defined(__CUDA_ARCH__)
+#include <emmintrin.h>
 #define CONVOY_ADAM_SSE 1
 #endif
 
@@ -36,29 +36,42 @@ struct AdamStep {
     v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
     w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
   }
-  /// Elements [begin, end) on the host, four at a time where SSE is: the same operations in the
-  /// same order as operator(), each correctly rounded, so the same bits. A loop over operator()
-  /// stays scalar: std::sqrt may set errno (for a negative argument, which v never holds), and
-  /// that call keeps GCC's and Clang's vectorizers out unless the program is built with
-  /// -fno-math-errno. Adam was a third of the Fashion-MNIST MLP's training time (perf, 2026-12-01).
+  /// Elements [begin, end) on the host, four at a time where SSE2 is: the same operations in the
+  /// same order as operator(), each correctly rounded, so the same bits (unless the compiler
+  /// contracts multiplies and adds into FMAs, -mfma with GCC's default -ffp-contract=fast: then a
+  /// range's bits still do not depend on where it is cut, since its last elements go through
+  /// the same four-wide block). A loop over operator() stays scalar: std::sqrt may set errno (for
+  /// a negative argument, which v never holds), and that call keeps GCC's and Clang's vectorizers
+  /// out unless the program is built with -fno-math-errno. Adam was a third of the Fashion-MNIST
+  /// MLP's training time (perf, 2026-12-01). The arrays must not overlap but for being the same.
   void host_range(std::size_t begin, std::size_t end) const {
-    std::size_t i = begin;
 #ifdef CONVOY_ADAM_SSE
     __m128 const b1v = _mm_set1_ps(b1), rest1 = _mm_set1_ps(1.0f - b1);
     __m128 const b2v = _mm_set1_ps(b2), rest2 = _mm_set1_ps(1.0f - b2);
     __m128 const alphav = _mm_set1_ps(alpha), epsv = _mm_set1_ps(eps), scalev = _mm_set1_ps(scale);
-    for (; i + 4 <= end; i += 4) {
-      __m128 const gi = _mm_mul_ps(scalev, _mm_loadu_ps(g + i));
-      __m128 const mi = _mm_add_ps(_mm_mul_ps(b1v, _mm_loadu_ps(m + i)), _mm_mul_ps(rest1, gi));
+    auto const block = [&](float* wp, float const* gp, float* mp, float* vp) {
+      __m128 const gi = _mm_mul_ps(scalev, _mm_loadu_ps(gp));
+      __m128 const mi = _mm_add_ps(_mm_mul_ps(b1v, _mm_loadu_ps(mp)), _mm_mul_ps(rest1, gi));
       __m128 const vi =
-          _mm_add_ps(_mm_mul_ps(b2v, _mm_loadu_ps(v + i)), _mm_mul_ps(_mm_mul_ps(rest2, gi), gi));
-      _mm_storeu_ps(m + i, mi);
-      _mm_storeu_ps(v + i, vi);
+          _mm_add_ps(_mm_mul_ps(b2v, _mm_loadu_ps(vp)), _mm_mul_ps(_mm_mul_ps(rest2, gi), gi));
+      _mm_storeu_ps(mp, mi);
+      _mm_storeu_ps(vp, vi);
       __m128 const step = _mm_div_ps(_mm_mul_ps(alphav, mi), _mm_add_ps(_mm_sqrt_ps(vi), epsv));
-      _mm_storeu_ps(w + i, _mm_sub_ps(_mm_loadu_ps(w + i), step));
-    }
+      _mm_storeu_ps(wp, _mm_sub_ps(_mm_loadu_ps(wp), step));
+    };
+    std::size_t i = begin;
+    for (; i + 4 <= end; i += 4) block(w + i, g + i, m + i, v + i);
+    if (i == end) return;
+    // The last one to three elements, through a block of copies padded with ones.
+    float tw[4] = {1, 1, 1, 1}, tg[4] = {1, 1, 1, 1}, tm[4] = {1, 1, 1, 1}, tv[4] = {1, 1, 1, 1};
+    std::size_t const left = end - i;
+    std::copy_n(w + i, left, tw), std::copy_n(g + i, left, tg);
+    std::copy_n(m + i, left, tm), std::copy_n(v + i, left, tv);
+    block(tw, tg, tm, tv);
+    std::copy_n(tw, left, w + i), std::copy_n(tm, left, m + i), std::copy_n(tv, left, v + i);
+#else
+    for (std::size_t i = begin; i < end; ++i) (*this)(i);
 #endif
-    for (; i < end; ++i) (*this)(i);
   }
 };
 }  // namespace detail
@@ -92,3 +105,5 @@ struct Adam {
 };
 
 }  // namespace convoy::optim
+
+#undef CONVOY_ADAM_SSE
