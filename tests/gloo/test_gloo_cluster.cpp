@@ -51,7 +51,11 @@ using namespace std::chrono_literals;
 
 constexpr std::int64_t steps = 12;
 constexpr std::int64_t survive_steps = 40;
-constexpr std::int64_t rejoin_steps = 6000;  // long enough for a process to start again
+// A run long enough for a process to start again and join: steps of at least `pace` each, so
+// that it lasts (at least 3.75 s) however fast the steps get. Unpaced, 6000 steps took 2-3 s, then
+// 1.7 s once Adam's update was vectorized, and a process resumed or started again came too late.
+constexpr std::int64_t rejoin_steps = 2500;
+constexpr auto pace = std::chrono::microseconds(1500);
 constexpr std::size_t batch_size = 48;
 
 io::Dataset data() { return testing::cluster_data(); }
@@ -178,7 +182,8 @@ struct RowsMlp {
 // A synchronous run to global step `until` that writes, after every step, its global step and the
 // rows this process trained on in it ("rows<rank>.txt", appended to: a process started again, or a
 // run resumed, adds its steps); `kill` as train_task's; checkpoints every 5 steps in
-// `checkpoints`. With the global batch kept, the goal is in epochs: as many as `until` steps.
+// `checkpoints`. With the global batch kept, the goal is in epochs: as many as `until` steps. A
+// run past survive_steps is paced (`pace`).
 int rows_task(std::filesystem::path const& dir, std::int64_t until, Kill kill,
               bool keep_global_batch, std::filesystem::path const& checkpoints = {},
               std::size_t start_workers = 0, std::size_t batch = batch_size) {
@@ -208,6 +213,7 @@ int rows_task(std::filesystem::path const& dir, std::int64_t until, Kill kill,
         for (int row : *last) rows << " " << row;
         rows << std::endl;
         if (rank == kill.rank && r.global_step == kill.step) std::_Exit(9);
+        if (until > survive_steps) std::this_thread::sleep_for(pace);
         return true;
       },
       &result);
@@ -336,7 +342,7 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
   }
   // "freeze-R-S[-U]": rank R stops itself (SIGSTOP) after global step S, once it has said so in
   // "frozen"; the test resumes it after the others have regrouped without it. A 3 s timeout; U
-  // global steps (default survive_steps).
+  // global steps (default survive_steps; a longer run is paced, as rows_task's).
   if (scenario.starts_with("freeze-")) {
     int rank = -1;
     long long step = 0, until = survive_steps;
@@ -351,6 +357,7 @@ int task(std::string const& scenario, std::filesystem::path const& dir) {
         std::ofstream(dir / "frozen") << ::getpid() << "\n";
         ::raise(SIGSTOP);
       }
+      if (until > survive_steps) std::this_thread::sleep_for(pace);
       return true;
     });
     write_result(dir / ("worker" + std::to_string(cluster.worker_rank()) + ".txt"), losses,
@@ -856,9 +863,9 @@ TEST_CASE(
     CAPTURE(trial);
     testing::TempDir dir("gloo-second-loss");
     auto const deadline = std::chrono::steady_clock::now() + 60s;
-    // 12000 steps: the two go on long enough after their regroup (6000 took them 2-3 s here) for
+    // 5000 paced steps: the two go on long enough after their regroup (at least 7.5 s) for
     // the stopped one, resumed, to fail its meeting, find itself alone and knock.
-    auto tasks = testing::start_cluster(program, "rejoin-3-5-12000", dir.path, 0, 4);
+    auto tasks = testing::start_cluster(program, "rejoin-3-5-5000", dir.path, 0, 4);
     auto const log_of = [&](int worker) { return testing::read_file(tasks[worker].log); };
     auto const saying = [&](std::string_view what) {  // the first of workers 0-2 to say it
       for (int w = 0; w < 3; ++w)
@@ -886,7 +893,7 @@ TEST_CASE(
     }
     CHECK(tasks[3].status == 9);
     for (int w = 0; w < 3; ++w) CHECK_MESSAGE(tasks[w].status == 0, log_of(w));
-    check_one_state(dir.path, 3, 12000);
+    check_one_state(dir.path, 3, 5000);
     CHECK_MESSAGE(!met, others);
     CHECK_MESSAGE(
         others.find("lost worker:" + std::to_string(stopped) + " at") != std::string::npos, others);
