@@ -101,10 +101,6 @@ inline bool left_behind(std::vector<zmq::message_t> const& request, std::string_
   return asking_rank(request) >= 1 && same_exchange(frame_text(request[0]), protocol) &&
          earlier_generation(request[2].to_string_view(), run);
 }
-inline std::vector<std::byte> bytes_of(std::string_view text) {
-  auto const* data = reinterpret_cast<std::byte const*>(text.data());
-  return {data, data + text.size()};
-}
 // The rank a request names; -1 when it does not speak `protocol`.
 inline int requested_rank(std::vector<zmq::message_t> const& request, std::string_view protocol) {
   if (request.size() != 4 || frame_text(request[0]) != protocol) return -1;
@@ -137,6 +133,34 @@ inline void send_answer(zmq::socket_t& socket, std::string_view first, std::stri
 inline void send_answer(zmq::socket_t& socket, std::string_view first, std::string_view text) {
   socket.send(zmq::buffer(first), zmq::send_flags::sndmore);
   socket.send(zmq::buffer(text), zmq::send_flags::none);
+}
+
+// Refuses `request`, of another run than `run`, saying why; the first such (`first`) is logged
+// with its peer's address, later ones are not.
+inline void refuse_other_run(zmq::socket_t& socket, std::vector<zmq::message_t>& request,
+                             std::string const& address, std::string_view run, bool first) {
+  auto const rank = std::to_string(asking_rank(request));
+  auto const why = other_run(request[2].to_string_view(), run, "rank 0", "rank " + rank);
+  if (first) {
+    char const* peer = request[0].gets("Peer-Address");
+    std::clog << "convoy: rank 0 at " << address << " refused a request for rank " << rank
+              << " from " << (peer ? peer : "a peer") << " of another run: " << why
+              << " (later ones are refused without a line)" << std::endl;
+  }
+  send_answer(socket, "error", "rank 0 at " + address + " serves another run: " + why);
+}
+// Tells a rank of an earlier generation of `run`'s group (left_behind()) that the group went on
+// without it: [went-on, run, why], which ask() turns into LeftBehind.
+inline void tell_left_behind(zmq::socket_t& socket, std::vector<zmq::message_t> const& request,
+                             std::string const& address, std::string_view run) {
+  auto const why = "rank 0 at " + address + " meets generation " +
+                   std::to_string(*generation_of(run)) + " of the run's group; the asking rank " +
+                   std::to_string(asking_rank(request)) + " belongs to generation " +
+                   std::to_string(*generation_of(request[2].to_string_view())) +
+                   ", which went on without it";
+  socket.send(zmq::str_buffer("went-on"), zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(run), zmq::send_flags::sndmore);
+  socket.send(zmq::buffer(why), zmq::send_flags::none);
 }
 }  // namespace detail
 
@@ -238,13 +262,7 @@ inline void serve(std::string const& address, int world_size, Options const& opt
       // A member of a group the others have since left behind (stopped before its meeting; its
       // rank there may be past this group's size, and the round it asks for over): told so, it
       // knocks to be taken in as a process started again.
-      auto const theirs = request[2].to_string_view();
-      auto const text = "rank 0 at " + address + " meets generation " +
-                        std::to_string(*generation_of(options.run)) +
-                        " of the run's group; the asking rank " +
-                        std::to_string(detail::asking_rank(request)) + " belongs to generation " +
-                        std::to_string(*generation_of(theirs)) + ", which went on without it";
-      detail::send_answer(socket, "went-on", options.run, {detail::bytes_of(text)});
+      detail::tell_left_behind(socket, request, address, options.run);
       continue;
     }
     if (rank < 0 && detail::answered_another_round(socket, request, world_size, options.run,
@@ -259,15 +277,7 @@ inline void serve(std::string const& address, int world_size, Options const& opt
       continue;
     }
     if (request[2].to_string_view() != options.run) {
-      auto const why = detail::other_run(request[2].to_string_view(), options.run, "rank 0",
-                                         "rank " + std::to_string(rank));
-      if (strangers++ == 0) {
-        char const* peer = request[0].gets("Peer-Address");
-        std::clog << "convoy: rank 0 at " << address << " refused a request for rank " << rank
-                  << " from " << (peer ? peer : "a peer") << " of another run: " << why
-                  << " (later ones are refused without a line)" << std::endl;
-      }
-      detail::send_answer(socket, "error", "rank 0 at " + address + " serves another run: " + why);
+      detail::refuse_other_run(socket, request, address, options.run, strangers++ == 0);
       continue;
     }
     asked.insert(rank);
