@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <convoy/comm/zmq_ps.hpp>
 #include <convoy/convoy.hpp>
@@ -16,8 +17,10 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -39,6 +42,29 @@ constexpr std::size_t batch_size = 48;
 
 using testing::SlowMlp;
 io::Dataset data() { return testing::cluster_data(); }
+
+// A row of data() by its first two features' bits: the rows a batch holds, as the test reads them.
+std::uint64_t row_key(std::span<float const> features) {
+  return std::bit_cast<std::uint32_t>(features[0]) |
+         std::uint64_t{std::bit_cast<std::uint32_t>(features[1])} << 32;
+}
+std::map<std::uint64_t, std::size_t> row_numbers(io::Dataset const& d) {
+  std::map<std::uint64_t, std::size_t> out;
+  for (std::size_t r = 0; r < d.rows(); ++r) {
+    out.emplace(row_key(std::span(d.features).subspan(r * d.cols, d.cols)), r);
+  }
+  if (out.size() != d.rows()) throw Error("two rows of the test data share their first features");
+  return out;
+}
+// "r1 r2 ...": the rows of `batch`, as numbers of data()'s rows.
+std::string rows_of(Batch const& batch, std::map<std::uint64_t, std::size_t> const& numbers) {
+  std::string out;
+  auto const cols = batch.cols();
+  for (std::size_t r = 0; r < batch.rows; ++r) {
+    out += std::to_string(numbers.at(row_key(batch.features.subspan(r * cols, cols)))) + " ";
+  }
+  return out;
+}
 
 // ---- the tasks ------------------------------------------------------------------------------
 
@@ -67,8 +93,9 @@ Scenario parse(std::string const& text) {
 
 // Each task writes its steps as it goes, "<global> <local> <loss>" a line, into
 // steps-<job><index>-<pid>.txt (a restarted worker is another process), a line for each batch it
-// computes into batches-<job><index>-<pid>.txt (a worker whose gradients are all dropped as late
-// reports no step), and its counters into result-<job><index>.txt when it ends well.
+// computes, its rows' numbers, into batches-<job><index>-<pid>.txt (a worker whose gradients are
+// all dropped as late reports no step), and its counters into result-<job><index>.txt when it
+// ends well.
 template <class Sync>
 int run_task(Sync sync, Scenario const& s, std::filesystem::path const& dir,
              std::chrono::milliseconds heartbeat = {}) {
@@ -79,7 +106,9 @@ int run_task(Sync sync, Scenario const& s, std::filesystem::path const& dir,
   m.sleep_ms = s.sleep_ms;
   auto batches = std::make_shared<std::ofstream>(
       dir / ("batches-" + me + "-" + std::to_string(::getpid()) + ".txt"));
-  m.on_batch = [batches] { *batches << 1 << std::endl; };
+  m.on_batch = [batches, numbers = row_numbers(data())](Batch const& b) {
+    *batches << rows_of(b, numbers) << std::endl;  // flushed: a killed worker's count too
+  };
   Trainer<S> trainer{
       S{m,
         {},
@@ -254,6 +283,58 @@ std::int64_t result_step(std::filesystem::path const& file) {
   return global;
 }
 
+// Which slice of the data (comm/zmq_ps/data_slices.hpp: slice k is worker k % n's share of
+// global batch k / n in the sampler's order) each batch in the batches-*.txt files of `dir` is;
+// a batch of no slice fails the test.
+std::vector<std::int64_t> computed_slices(std::filesystem::path const& dir, std::size_t workers,
+                                          std::int64_t most) {
+  auto const d = data();
+  io::Sampler const sampler(d.rows(), batch_size, workers, FitOptions{}.seed);
+  auto const numbers = row_numbers(d);
+  std::map<std::string, std::int64_t> slice_of;
+  io::BatchBuffer buffer;
+  auto const n = static_cast<std::int64_t>(workers);
+  for (std::int64_t k = 0; k < most; ++k) {
+    slice_of.emplace(
+        rows_of(sampler.fill(d, static_cast<std::size_t>(k % n), k / n, buffer), numbers), k);
+  }
+  std::vector<std::int64_t> out;
+  for (auto const& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind("batches-", 0) != 0) continue;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      auto const it = slice_of.find(line);
+      REQUIRE_MESSAGE(it != slice_of.end(), entry.path() << " holds a batch of no slice: " << line);
+      out.push_back(it->second);
+    }
+  }
+  return out;
+}
+
+// The data of a run that lost a worker (docs/parameter_server.md): every slice up to the last
+// two global batches was computed, and none twice but the one the killed worker was computing
+// (its gradient never came, and the slice went to a live worker) and those computed again after
+// a dropped gradient (`dropped`).
+void check_each_slice_once(std::filesystem::path const& dir, std::size_t workers,
+                           std::int64_t global_steps, std::int64_t dropped) {
+  auto const computed = computed_slices(dir, workers, (global_steps + 1) * workers);
+  REQUIRE(!computed.empty());
+  std::map<std::int64_t, int> times;
+  for (auto const k : computed) ++times[k];
+  std::int64_t again = 0;
+  for (auto const& [k, t] : times) again += t - 1;
+  CHECK(again <= 1 + dropped);
+  auto const last = times.rbegin()->first;
+  std::int64_t skipped = 0;
+  for (std::int64_t k = 0; k + 2 * static_cast<std::int64_t>(workers) <= last; ++k) {
+    skipped += !times.contains(k);
+  }
+  CHECK(skipped == 0);
+  std::cout << "the data: " << computed.size() << " batches computed, slices 0 to " << last << ", "
+            << skipped << " skipped, " << again << " computed again (" << dropped
+            << " gradient(s) dropped)\n";
+}
+
 // fashion_mnist as every task of a 1 ps + 2 worker cluster, 1200 global steps; worker 1 is
 // killed once the cluster has passed global step `kill_after` (none when negative).
 struct FashionRun {
@@ -420,6 +501,7 @@ TEST_CASE(
   auto const steps = read_steps(chief_steps);
   REQUIRE(!steps.empty());
   CHECK(steps.back().global == 300);
+  check_each_slice_once(c.dir, 2, 300, 0);
   std::cout << "sync without backups, worker 1 killed: worker 0's second step after the kill came "
             << std::chrono::duration_cast<std::chrono::milliseconds>(next).count()
             << " ms later; it trained on to global step " << steps.back().global << "\n";
@@ -447,6 +529,9 @@ TEST_CASE(
   REQUIRE(!chief.empty());
   CHECK(chief.back().global == 400);
   CHECK(after.back().global == 400);
+  std::int64_t global = 0, applied = 0, dropped = 0;
+  std::ifstream(c.dir / "result-ps0.txt") >> global >> applied >> dropped;
+  check_each_slice_once(c.dir, 2, 400, dropped);
   std::cout << "sync, worker 1 killed at global step " << before.back().global
             << " and restarted: its first step in the group was global step "
             << after.front().global << "; both ended at 400\n";

@@ -158,9 +158,12 @@ class Seeds {
 
   Frames hello(std::uint32_t w) const { return message(header(zps::Op::hello, w)); }
   Frames init(std::uint32_t w) const { return message(header(zps::Op::init, w), arrays(1, 0.5f)); }
-  Frames push(std::uint32_t w, std::int64_t step) const {
+  /// Worker `w`'s gradient for `step`, computed on `slice` of the data (default: the worker's own
+  /// place in that step's global batch, which ps:0 gives it when nothing fails).
+  Frames push(std::uint32_t w, std::int64_t step, std::int64_t slice = -1) const {
     auto h = header(zps::Op::push, w);
     h.tag = step;
+    h.slice = slice >= 0 ? slice : step * static_cast<std::int64_t>(workers) + w;
     h.loss = 1.5f;
     h.seconds = 0.01;
     return message(h, arrays(1, 0.25f));
@@ -215,15 +218,17 @@ inline std::vector<std::pair<std::string, std::string>> shard_seeds(std::size_t 
   auto add = [&](std::string name, std::vector<Frames> messages) {
     out.emplace_back("c" + std::to_string(config) + "-" + name, s.input(messages));
   };
-  std::vector<Frames> const start{s.hello(0), s.hello(1), s.hello(2), s.init(0)};
+  // Each worker's first pull gives it its first slice of the data, which its pushes name.
+  std::vector<Frames> const start{s.hello(0), s.hello(1), s.hello(2), s.init(0),
+                                  s.pull(0),  s.pull(1),  s.pull(2)};
   auto after_start = [&](std::vector<Frames> more) {
     auto all = start;
     all.insert(all.end(), more.begin(), more.end());
     return all;
   };
   add("run", after_start({s.push(0, 0), s.push(1, 0), s.push(2, 0), s.pull(1), s.snapshot(0),
-                          s.save(0), s.restore(0), s.push(0, 6), s.push(1, 6), s.push(2, 6),
-                          s.bye(0), s.bye(1), s.bye(2)}));
+                          s.save(0), s.restore(0), s.push(0, 6, 3), s.push(1, 6, 4),
+                          s.push(2, 6, 5), s.bye(0), s.bye(1), s.bye(2)}));
   add("hello", {s.hello(0)});
   add("init", after_start({}));
   add("restore", {s.hello(0), s.restore(0)});

@@ -25,10 +25,10 @@ inline optim::Optimizer cluster_optimizer() { return optim::Adam{0.01f}; }
 struct SlowMlp {
   nn::Mlp mlp = cluster_mlp();
   int sleep_ms = 0;
-  std::function<void()> on_batch = {};
+  std::function<void(Batch const&)> on_batch = {};
   Variables& variables() { return mlp.variables(); }
   float forward_backward(Batch const& batch) {
-    if (on_batch) on_batch();
+    if (on_batch) on_batch(batch);
     if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
     return mlp.forward_backward(batch);
   }

@@ -3,6 +3,7 @@
 // refused with a ProtocolError and never crashes; a live shard answers such messages with an error,
 // counts them and keeps serving the others.
 #include <doctest/doctest.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <convoy/convoy.hpp>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -326,6 +328,8 @@ struct Bench {
   std::vector<place::Piece const*> pieces = map.pieces_of(0);
   optim::Optimizer optimizer = optim::Sgd{0.1f};
   std::ostringstream log;
+  /// The slice of the data ps:0's answers last gave each worker, which its pushes name.
+  std::map<std::uint32_t, std::int64_t> slices;
 
   template <class Sync>
   Shard<Sync> shard(Sync policy, std::size_t workers) {
@@ -338,7 +342,18 @@ struct Bench {
     h.op = op;
     h.worker = worker;
     h.fingerprint = fingerprint(pieces, optimizer, policy, 1, workers);
+    if (op == Op::push && slices.contains(worker)) h.slice = slices.at(worker);
     return h;
+  }
+  /// `shard`'s answers to `frames`, each slice they give noted for its worker.
+  template <class Shard>
+  std::vector<std::vector<zmq::message_t>> send(Shard& shard, std::vector<zmq::message_t> frames) {
+    auto answers = shard.handle_message(std::move(frames));
+    for (auto const& a : answers) {
+      auto const h = wire::decode(a.at(1), "the shard");
+      if (h.slice >= 0) slices[h.worker] = h.slice;
+    }
+    return answers;
   }
   // [peer, header, one frame of `value`s per piece when `payload`]
   std::vector<zmq::message_t> message(Header h, bool payload) const {
@@ -397,7 +412,7 @@ TEST_CASE("a push or pull after the worker's goodbye is refused and counted; the
   auto const policy = sync::BoundedStaleness<1>{};
   auto shard = b.shard(policy, 2);
   auto ask = [&](Op op, std::uint32_t worker, bool payload) {
-    auto answers = shard.handle_message(b.message(b.request(op, worker, policy, 2), payload));
+    auto answers = b.send(shard, b.message(b.request(op, worker, policy, 2), payload));
     REQUIRE(answers.size() == 1);
     return answer_header(answers[0]);
   };
@@ -410,6 +425,7 @@ TEST_CASE("a push or pull after the worker's goodbye is refused and counted; the
   CHECK(h.status == Status::error);
   CHECK(h.text.find("after its goodbye") != std::string::npos);
   CHECK(shard.malformed() == 2);
+  CHECK(ask(Op::pull, 1, false).slice == 0);  // the slice worker 0 held when it left
   h = ask(Op::push, 1, true);  // the worker left is not held back by the one gone
   CHECK(h.status == Status::ok);
   CHECK(h.global_step == 1);
@@ -426,7 +442,7 @@ TEST_CASE("a restore with a counter outside 0..2^62 is refused and counted, chan
     auto h = b.request(Op::restore, 0, policy, 1);
     h.local = {3};
     forge(h);
-    auto answers = shard.handle_message(b.message(h, true));
+    auto answers = b.send(shard, b.message(h, true));
     REQUIRE(answers.size() == 1);
     return answer_header(answers[0]);
   };
@@ -445,7 +461,7 @@ TEST_CASE("a restore with a counter outside 0..2^62 is refused and counted, chan
   CHECK(shard.counters().local_steps == std::vector<std::int64_t>{3});
   auto push = b.request(Op::push, 0, policy, 1);
   push.tag = 3;
-  auto answers = shard.handle_message(b.message(push, true));
+  auto answers = b.send(shard, b.message(push, true));
   REQUIRE(answers.size() == 1);
   CHECK(answer_header(answers[0]).global_step == 4);
 }
@@ -460,7 +476,7 @@ TEST_CASE("a push sent again after a lost connection is answered again and appli
     auto h = b.request(op, 0, policy, 1);
     h.sequence = sequence;
     if (op == Op::hello) h.text = std::string(b.optimizer.name());
-    auto answers = shard.handle_message(b.message(h, op == Op::push || op == Op::init));
+    auto answers = b.send(shard, b.message(h, op == Op::push || op == Op::init));
     REQUIRE(answers.size() == 1);
     return answer_header(answers[0]);
   };
@@ -491,15 +507,16 @@ TEST_CASE("a synchronous push sent again while it waits is answered once, on the
     h.sequence = sequence;
     auto frames = b.message(h, true);
     frames[0] = bytes(peer);
-    return shard.handle_message(std::move(frames));
+    return b.send(shard, std::move(frames));
   };
   auto init = b.request(Op::init, 0, policy, 2);
   init.sequence = 1;
-  REQUIRE(shard.handle_message(b.message(init, true)).size() == 1);
+  REQUIRE(b.send(shard, b.message(init, true)).size() == 1);
   CHECK(push(0, 2, "old-connection").empty());  // waits for worker 1's gradient
   CHECK(push(0, 2, "new-connection").empty());  // the same push again: not a second gradient
   CHECK(shard.resent() == 1);
   CHECK(shard.malformed() == 0);
+  REQUIRE(b.send(shard, b.message(b.request(Op::pull, 1, policy, 2), false)).size() == 1);
   auto const answers = push(1, 2, "peer-1");
   REQUIRE(answers.size() == 2);
   std::vector<std::string> to;

@@ -179,17 +179,23 @@ class Engine {
       counters_ = shard.counters();
     }
 
-    /// Trains this worker's replica until the plan's goal (by shard 0's counters).
+    /// Trains this worker's replica until the plan's goal (by shard 0's counters), each step on
+    /// the slice of the data ps:0 gave it (data_slices.hpp): replica slice % N's share of global
+    /// batch slice / N in the plan for the cluster's N workers.
     void train(RunPlan const& plan) {
       connect();
       if (!pulled_) start();
       auto const r = rank();
+      auto const n = static_cast<std::int64_t>(size());
       auto const ctx = placement_.context(0);
       auto const scope = ctx.enter();
       auto& vars = model_->variables();
       while (!plan.reached(counters_.global_step, counters_.batches())) {
-        auto const local = counters_.local_steps[r];
-        Batch const batch = plan.batch(r, local);
+        if (slice_ < 0)
+          throw ProtocolError("convoy: ps:0 gave worker " + std::to_string(r) +
+                              " no slice of the data to train on");
+        auto const slice = slice_;
+        Batch const batch = plan.batch(static_cast<std::size_t>(slice % n), slice / n);
         if (!client_->wait_until_sent(sync_.timeout)) {
           throw TimeoutError("convoy: worker " + std::to_string(r) +
                              "'s last gradients were never sent");
@@ -208,6 +214,7 @@ class Engine {
               [&](std::size_t s) {
                 auto h = request(Op::push, s);
                 h.tag = tags_[s];
+                h.slice = slice;
                 h.loss = loss;
                 h.seconds = seconds;
                 return h;
@@ -376,6 +383,7 @@ class Engine {
       model_->variables().set_flat(unpacked.weights);
       for (std::size_t s = 0; s < replies.size(); ++s) tags_[s] = replies[s].header.tag;
       counters_ = counters_of(replies[0].header);
+      slice_ = replies[0].header.slice;
       pulled_ = true;
     }
 
@@ -577,6 +585,7 @@ class Engine {
       }
       for (std::size_t s = 0; s < replies.size(); ++s) tags_[s] = replies[s].header.tag;
       counters_ = counters_of(replies[0].header);
+      slice_ = replies[0].header.slice;
     }
 
     // Copies array `array` (0: weights, 1 + k: slot k) of every reply into `out`, piece by piece.
@@ -628,6 +637,7 @@ class Engine {
     std::vector<bool> initialized_;
     std::vector<std::int64_t> tags_;
     bool pulled_ = false;
+    std::int64_t slice_ = -1;       ///< the slice of the data ps:0 gave this worker to train next
     std::uint64_t generation_ = 0;  ///< rollbacks so far, as the shards count them
     bool rolling_back_ = false;     ///< a shard lost its state: the next restore is a rollback
   };

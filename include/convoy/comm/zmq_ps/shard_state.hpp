@@ -1,7 +1,8 @@
 // A parameter-server shard's state and how each request changes it: its pieces of the variables
 // and their optimizer slots, the Sync policy's rule object (sync/rules.hpp), driven exactly as the
-// in-process central store drives it, the requests the rules hold back, the counters, and which
-// workers have said goodbye or were lost. No socket: a request comes in as frames with its decoded
+// in-process central store drives it, the requests the rules hold back, the counters, which
+// workers have said goodbye or were lost, and on ps:0 which slice of the data each trains next
+// (data_slices.hpp). No socket: a request comes in as frames with its decoded
 // header, and the answers it releases go out through answers(), in order, for the serving loop
 // (shard.hpp) to send or the fuzz targets to read.
 #pragma once
@@ -24,6 +25,7 @@
 #include "../../optim/optimizer.hpp"
 #include "../../place/sharded.hpp"
 #include "../../sync/rules.hpp"
+#include "data_slices.hpp"
 #include "fingerprint.hpp"
 #include "lost_worker.hpp"
 #include "shard_options.hpp"
@@ -219,6 +221,7 @@ class ShardState {
   void depart(std::size_t worker, std::string const& what, std::size_t live) {
     departed_[worker] = 1;
     forget_waiting(worker);
+    slices_.give_back(worker);
     bool complete = false;
     if constexpr (sync::elastic<Rules>) {
       complete = rules_.leave(worker);
@@ -374,7 +377,9 @@ class ShardState {
       return;
     }
     check_restored_counters(h);
-    if (h.generation > generation_) roll_back(h);
+    bool const rolls_back = h.generation > generation_;
+    if (rolls_back) roll_back(h);
+    slices_.restart(trained_slices(h.local), rolls_back);
     store_.restore(frames, h.optimizer_updates);
     counters_.global_step = h.global_step;
     counters_.applied = h.applied;
@@ -412,6 +417,14 @@ class ShardState {
     }
   }
 
+  // Slices the restored workers' steps trained, one a step: where the data goes on.
+  static std::int64_t trained_slices(std::vector<std::int64_t> const& local) {
+    constexpr std::int64_t most = std::int64_t{1} << 62;  // each is at most that (checked above)
+    std::int64_t sum = 0;
+    for (auto const v : local) sum = v > most - sum ? most : sum + v;
+    return sum;
+  }
+
   void push(std::vector<zmq::message_t>& frames, Header const& h) {
     store_.check_payload(frames, h, 1);
     if (!initialized_) {
@@ -434,7 +447,17 @@ class ShardState {
     }
     bool rejoins = false;
     if constexpr (sync::elastic<Rules>) rejoins = !rules_.member(w);
-    auto const admission = rules_.admit(w, h.tag);
+    // ps:0 hands out the data: a gradient on a slice that went to another worker while this one
+    // was gone is late (its step takes it nowhere), and its worker trains what it is given next.
+    if (index_ == 0 && h.slice < 0) {
+      throw ProtocolError("convoy: worker " + std::to_string(w) + "'s push to " + name() +
+                          " names no slice of the data it was computed on");
+    }
+    bool const stale = index_ == 0 && !slices_.may_train(w, h.slice);
+    if (stale) say_stale(w, h.slice);
+    auto const admission = stale && !rules_.accumulates()
+                               ? sync::Admission::drop
+                               : rules_.admit(w, stale ? rules_.open_step() - 1 : h.tag);
     if (rejoins && log_) {
       *log_ << "convoy: " << name() << ": " << worker_name(w)
             << " trains in the group again from step " << rules_.open_step() + 1 << " ("
@@ -448,6 +471,7 @@ class ShardState {
     }
     last_push_[w] = {h.sequence, Status::ok};
     ++counters_.local_steps[w];
+    if (index_ == 0) slices_.trained(w, h.slice);
     if (admission == sync::Admission::accumulate) {
       store_.add(frames);
       loss_sum_ += h.loss;
@@ -524,6 +548,7 @@ class ShardState {
     if (!finished(h.worker)) {
       goodbyes_.push_back(h.worker);
       rules_.retire(h.worker);
+      slices_.give_back(h.worker);
     }
     reply(frames[0], h, Status::ok, {});
     if (failure_.empty() && step_unreachable()) stop_waiting_pushes();
@@ -581,6 +606,14 @@ class ShardState {
     *log_ << "convoy: " << name() << " ends the open step: " << live_workers()
           << " worker(s) left, fewer than the " << rules_.gradients_per_update() << " it needs; "
           << discarded << " gradient(s) dropped, " << stopped << " worker(s) told to stop"
+          << std::endl;
+  }
+
+  void say_stale(std::size_t worker, std::int64_t slice) {
+    if (!log_) return;
+    *log_ << "convoy: " << name() << ": " << worker_name(worker) << "'s gradient on slice " << slice
+          << " of the data is dropped: that slice went to another worker while it was gone; it "
+             "trains the slice it is given next"
           << std::endl;
   }
 
@@ -657,6 +690,12 @@ class ShardState {
     h.initialized = initialized_ ? 1 : 0;
     h.local = counters_.local_steps;
     h.text = std::move(text);
+    bool const trains_on = status == Status::ok || status == Status::dropped;
+    if (index_ == 0 && trains_on &&
+        (request.op == Op::push || request.op == Op::pull || request.op == Op::init ||
+         request.op == Op::restore)) {
+      h.slice = slices_.give(request.worker);
+    }
     answers_.push_back(Answer{std::move(peer), std::move(h), std::move(payload)});
   }
 
@@ -679,6 +718,7 @@ class ShardState {
   std::string failure_;  ///< set when a lost worker ended the run (on_loss: fail)
   std::vector<LastPush> last_push_ = std::vector<LastPush>(workers_);
   bool said_step_ends_ = false;  ///< stop_waiting_pushes() logged
+  DataSlices slices_ = DataSlices(workers_);  ///< ps:0's: the data each worker trains next
   std::int64_t resent_ = 0;
   std::int64_t largest_lead_ = 0;  ///< bounded staleness: the most clocks a released worker led by
   std::vector<Answer> answers_;

@@ -25,7 +25,8 @@
 namespace convoy::comm::zmq_ps {
 
 inline constexpr std::uint32_t wire_magic = 0x53505643;  // "CVPS" read as little-endian bytes
-inline constexpr std::uint32_t protocol_version = 3;  // 2: Op::save; 3: generation, instance
+inline constexpr std::uint32_t protocol_version = 4;     // 2: Op::save; 3: generation, instance;
+                                                         // 4: slice
 /// Headers are small; a frame claiming more is refused before it is read.
 inline constexpr std::size_t max_header_bytes = 64 * 1024;
 
@@ -76,6 +77,10 @@ struct Header {
   /// Replies: a number the shard's process drew when it started. Another number is another
   /// process (a restarted ps task), which holds nothing of the last one's state.
   std::uint64_t instance = 0;
+  /// The data a worker trains on (DataSlices). Push: the slice its gradient was computed on;
+  /// ps:0's answers to a push, a pull, an init or a restore: the slice its worker trains next.
+  /// -1: none.
+  std::int64_t slice = -1;
   std::vector<std::int64_t> local;  ///< every worker's applied steps
   std::string text;                 ///< hello: the optimizer's name; error: the reason
 
@@ -83,8 +88,8 @@ struct Header {
   void serialize(Archive& ar) {
     ar(magic, version);
     if (magic != wire_magic || version != protocol_version) return;  // the reader says which
-    ar(op, status, worker, shard, sequence, tag, fingerprint, frames, loss, seconds, global_step, applied,
-       dropped, optimizer_updates, initialized, generation, instance, local, text);
+    ar(op, status, worker, shard, sequence, tag, fingerprint, frames, loss, seconds, global_step,
+       applied, dropped, optimizer_updates, initialized, generation, instance, slice, local, text);
   }
 };
 
@@ -148,9 +153,9 @@ inline Header decode(zmq::message_t const& frame, std::string const& from) {
     }
     // Cereal reads a vector's or string's size before its elements: bound both by the frame.
     std::size_t const limit = frame.size();
-    ar(h.op, h.status, h.worker, h.shard, h.sequence, h.tag, h.fingerprint, h.frames, h.loss, h.seconds,
-       h.global_step, h.applied, h.dropped, h.optimizer_updates, h.initialized, h.generation,
-       h.instance);
+    ar(h.op, h.status, h.worker, h.shard, h.sequence, h.tag, h.fingerprint, h.frames, h.loss,
+       h.seconds, h.global_step, h.applied, h.dropped, h.optimizer_updates, h.initialized,
+       h.generation, h.instance, h.slice);
     cereal::size_type n = 0;
     ar(cereal::make_size_tag(n));
     if (n > limit / sizeof(std::int64_t)) throw ProtocolError("convoy: bad counter list");
