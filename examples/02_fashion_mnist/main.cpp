@@ -88,7 +88,7 @@ struct Options {
   bool allow_plaintext = false;   // ps-*, multiworker*: plaintext on a non-loopback address
   std::int64_t heartbeat_ms = 0;  // ps-*: ZmqPs::heartbeat; 0: off
   std::int64_t exchange_timeout_ms = 60'000;  // multiworker*: Gloo::timeout
-  bool keep_global_batch = false;             // multiworker: FitOptions::keep_global_batch
+  bool keep_global_batch = false;             // multiworker, ps-sync: FitOptions::keep_global_batch
   std::size_t start_workers = 0;              // multiworker*: Gloo::start_workers
 };
 
@@ -151,8 +151,8 @@ constexpr std::string_view usage = R"(usage: fashion_mnist [options]
   --heartbeat-ms N      ps-*: drop and log a peer silent for N ms, 0..3600000; 0: off (default 0)
   --exchange-timeout-ms N  multiworker*: the longest wait for one exchange with the other
                         processes, 1..3600000                         (default 60000)
-  --keep-global-batch   multiworker: when workers are lost or come back, keep the global batch
-                        (split over the group) instead of each worker's
+  --keep-global-batch   multiworker, ps-sync: when workers are lost or come back, keep the
+                        global batch (split over the group) instead of each worker's
   --start-workers N     multiworker*: start once N workers, worker 0 among them, have met; the
                         others join as they come; 0: every worker      (default 0)
   --log-placement       print where every variable lives and which replica computes

@@ -69,8 +69,8 @@ std::string rows_of(Batch const& batch, std::map<std::uint64_t, std::size_t> con
 // ---- the tasks ------------------------------------------------------------------------------
 
 // "<policy>:<steps>:<ms a step>:<timeout ms>"; policy: sync (every live worker), synchb (the same
-// with 500 ms heartbeats), syncstop (every worker, stop_on_lost_worker), 1of2 / 2of3
-// (replicas_to_aggregate), async.
+// with 500 ms heartbeats), synckeep (the same, keeping the global batch), syncstop (every worker,
+// stop_on_lost_worker), 1of2 / 2of3 (replicas_to_aggregate), async.
 struct Scenario {
   std::string policy;
   std::int64_t steps = 0;
@@ -98,7 +98,7 @@ Scenario parse(std::string const& text) {
 // ends well.
 template <class Sync>
 int run_task(Sync sync, Scenario const& s, std::filesystem::path const& dir,
-             std::chrono::milliseconds heartbeat = {}) {
+             std::chrono::milliseconds heartbeat = {}, bool keep_global_batch = false) {
   using S = Strategy<SlowMlp, place::Sharded<>, comm::ZmqPs, Sync>;
   auto const cluster = Cluster::from_environment();
   auto const me = cluster.job + std::to_string(cluster.index);
@@ -118,6 +118,7 @@ int run_task(Sync sync, Scenario const& s, std::filesystem::path const& dir,
   std::ofstream steps(dir / ("steps-" + me + "-" + std::to_string(::getpid()) + ".txt"));
   trainer.fit(data(), {.steps = s.steps,
                        .batch_size = batch_size,
+                       .keep_global_batch = keep_global_batch,
                        .log_every = 0,
                        .callbacks = {[&](StepReport const& r) {
                          steps << r.global_step << " " << r.local_step << " " << r.loss
@@ -134,6 +135,9 @@ int task(std::string const& text, std::filesystem::path const& dir) {
   auto const s = parse(text);
   std::chrono::milliseconds const timeout{s.timeout_ms};
   if (s.policy == "sync") return run_task(sync::Synchronous{.timeout = timeout}, s, dir);
+  if (s.policy == "synckeep") {  // FitOptions::keep_global_batch
+    return run_task(sync::Synchronous{.timeout = timeout}, s, dir, {}, true);
+  }
   if (s.policy == "synchb") {  // ZmqPs::heartbeat 500 ms
     return run_task(sync::Synchronous{.timeout = timeout}, s, dir, 500ms);
   }
@@ -283,9 +287,9 @@ std::int64_t result_step(std::filesystem::path const& file) {
   return global;
 }
 
-// Which slice of the data (comm/zmq_ps/data_slices.hpp: slice k is worker k % n's share of
-// global batch k / n in the sampler's order) each batch in the batches-*.txt files of `dir` is;
-// a batch of no slice fails the test.
+// Which slices of the data (comm/zmq_ps/data_slices.hpp: slice k is worker k % n's share of
+// global batch k / n in the sampler's order) each batch in the batches-*.txt files of `dir` held,
+// one after the other; rows of no slice fail the test.
 std::vector<std::int64_t> computed_slices(std::filesystem::path const& dir, std::size_t workers,
                                           std::int64_t most) {
   auto const d = data();
@@ -302,10 +306,20 @@ std::vector<std::int64_t> computed_slices(std::filesystem::path const& dir, std:
   for (auto const& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().filename().string().rfind("batches-", 0) != 0) continue;
     std::ifstream in(entry.path());
+    auto const rows = batch_size / workers;
     for (std::string line; std::getline(in, line);) {
-      auto const it = slice_of.find(line);
-      REQUIRE_MESSAGE(it != slice_of.end(), entry.path() << " holds a batch of no slice: " << line);
-      out.push_back(it->second);
+      std::istringstream numbers_in(line);
+      std::vector<std::string> row;
+      for (std::string r; numbers_in >> r;) row.push_back(r + " ");
+      bool const whole_slices = !row.empty() && row.size() % rows == 0;
+      REQUIRE_MESSAGE(whole_slices, entry.path() << ": " << line);
+      for (std::size_t at = 0; at < row.size(); at += rows) {
+        std::string part;
+        for (std::size_t i = at; i < at + rows; ++i) part += row[i];
+        auto const it = slice_of.find(part);
+        REQUIRE_MESSAGE(it != slice_of.end(), entry.path() << " holds rows of no slice: " << part);
+        out.push_back(it->second);
+      }
     }
   }
   return out;
@@ -335,15 +349,16 @@ void check_each_slice_once(std::filesystem::path const& dir, std::size_t workers
             << " gradient(s) dropped)\n";
 }
 
-// fashion_mnist as every task of a 1 ps + 2 worker cluster, 1200 global steps; worker 1 is
-// killed once the cluster has passed global step `kill_after` (none when negative).
+// fashion_mnist as every task of a 1 ps + 2 worker cluster, 1200 global steps, with `options`;
+// worker 1 is killed once the cluster has passed global step `kill_after` (none when negative).
 struct FashionRun {
   double accuracy = 0.0;
   double seconds = 0.0;
   long killed_at = -1;
   std::string ps_log, worker0_log;
 };
-FashionRun fashion_run(std::string const& strategy, long kill_after) {
+FashionRun fashion_run(std::string const& strategy, long kill_after,
+                       std::vector<std::string> const& options = {}) {
   char const* example = std::getenv("CONVOY_FASHION_MNIST_PROGRAM");
   REQUIRE_MESSAGE(example != nullptr, "set CONVOY_FASHION_MNIST_PROGRAM (ctest does)");
   testing::TempDir dir("ps-kill-fashion");
@@ -352,6 +367,7 @@ FashionRun fashion_run(std::string const& strategy, long kill_after) {
   TestCluster c{dir.path,
                 {"/usr/bin/stdbuf", "-oL", example, "--strategy", strategy, "--steps", "1200",
                  "--batch", "1000", "--lr", "0.002", "--log-every", "100"}};
+  c.command.insert(c.command.end(), options.begin(), options.end());
   auto const start = clock_type::now();
   c.start(1, 2);
   auto const global_step = [&] {  // the last progress line's "(N global steps)"
@@ -401,6 +417,7 @@ TEST_CASE(
     "uninterrupted run's accuracy") {
   auto const whole = fashion_run("ps-sync", -1);
   auto const cut = fashion_run("ps-sync", 200);
+  auto const kept = fashion_run("ps-sync", 200, {"--keep-global-batch"});
   CHECK(cut.ps_log.find("lost worker 1 at 127.0.0.1: its connection closed; it counts as departed "
                         "under Synchronous, 1 worker(s) go on and step ") != std::string::npos);
   CHECK(
@@ -409,8 +426,10 @@ TEST_CASE(
   std::cout << "Fashion-MNIST, ps-sync, 1 ps + 2 workers, 1200 global steps: test accuracy "
             << whole.accuracy << " uninterrupted (" << whole.seconds << " s), " << cut.accuracy
             << " with worker 1 killed after global step " << cut.killed_at << " (" << cut.seconds
+            << " s), " << kept.accuracy << " so killed with the global batch kept (" << kept.seconds
             << " s)\n";
   CHECK(cut.accuracy >= whole.accuracy - 0.01);
+  CHECK(kept.accuracy >= whole.accuracy - 0.01);
   // Worker 0's log says when it went on alone; the uninterrupted run's never does.
   CHECK_MESSAGE(cut.worker0_log.find("  the group changed: 1 gradient(s) a step, was 2 (by global "
                                      "step ") != std::string::npos,
@@ -505,6 +524,34 @@ TEST_CASE(
   std::cout << "sync without backups, worker 1 killed: worker 0's second step after the kill came "
             << std::chrono::duration_cast<std::chrono::milliseconds>(next).count()
             << " ms later; it trained on to global step " << steps.back().global << "\n";
+}
+
+TEST_CASE("synchronous keeping the global batch: the survivor trains the lost worker's share too") {
+  testing::TempDir dir("ps-keep-batch");
+  auto c = self_cluster(dir.path, "synckeep:300:10:8000");
+  c.start(2, 2);
+  REQUIRE(wait_until([&] { return read_steps(c.steps_file(1)).size() >= 10; }, 30s));
+  auto const chief_batches = c.batches_file(0);
+  c.kill(1);
+  int const hangs = c.finish(60s);
+  c.print_failures(1);
+  CHECK(hangs == 0);
+  for (auto const* task : {"ps0", "ps1", "worker0"}) {
+    CHECK_MESSAGE(result_step(c.dir / ("result-" + std::string(task) + ".txt")) == 300, task);
+  }
+  // Every step after the kill trained a whole global batch: worker 0 took two slices a step.
+  auto const lines = testing::read_file(chief_batches);
+  std::istringstream in(lines);
+  std::size_t double_batches = 0;
+  for (std::string line; std::getline(in, line);) {
+    double_batches += std::ranges::count(line, ' ') == static_cast<long>(batch_size);
+  }
+  CHECK(double_batches >= 250);
+  check_each_slice_once(c.dir, 2, 300, 0);
+  auto const computed = computed_slices(c.dir, 2, 301 * 2);
+  CHECK(*std::ranges::max_element(computed) >= 2 * 300 - 2);
+  std::cout << "sync keeping the global batch, worker 1 killed: worker 0 trained " << double_batches
+            << " steps of two slices; the run ended at global step 300\n";
 }
 
 TEST_CASE(

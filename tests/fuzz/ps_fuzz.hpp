@@ -163,7 +163,7 @@ class Seeds {
   Frames push(std::uint32_t w, std::int64_t step, std::int64_t slice = -1) const {
     auto h = header(zps::Op::push, w);
     h.tag = step;
-    h.slice = slice >= 0 ? slice : step * static_cast<std::int64_t>(workers) + w;
+    h.slices = {slice >= 0 ? slice : step * static_cast<std::int64_t>(workers) + w};
     h.loss = 1.5f;
     h.seconds = 0.01;
     return message(h, arrays(1, 0.25f));

@@ -30,9 +30,11 @@ struct FitOptions {
   std::int64_t steps = 0;
   double epochs = 0.0;           ///< used when steps is 0: passes over the training data
   std::size_t batch_size = 100;  ///< the global batch, split evenly over the replicas
-  /// When the group re-forms mid-run (comm::Gloo, after a loss or a join): false keeps each
+  /// When the group re-forms mid-run (comm::Gloo, after a loss or a join) or a synchronous ps
+  /// cluster goes on without a worker (comm::ZmqPs, every worker counted): false keeps each
   /// replica's batch, so the global batch follows the group's size (as Horovod); true keeps the
-  /// global batch, split over the replicas as evenly as the rows allow.
+  /// global batch, split over the replicas as evenly as the rows allow (on the ps, as evenly as
+  /// the workers' slices of it allow).
   bool keep_global_batch = false;
   std::int64_t log_every = 100;    ///< progress line every this many global steps; 0: quiet
   std::ostream* log = &std::cout;  ///< where progress goes; null: nowhere

@@ -131,6 +131,7 @@ class FitRun {
       return batch_at(replica, local_step, DataOrigin{});
     };
     plan_.batch_rows = static_cast<std::int64_t>(rows_per_replica_);
+    plan_.keep_global_batch = options_.keep_global_batch;
     plan_.replan = [sampler, keep = options_.keep_global_batch](
                        DataOrigin const& from, std::int64_t step, std::size_t replicas) {
       return sampler.replan(from, step, replicas, keep);

@@ -50,6 +50,9 @@ struct RunPlan {
   /// batches, so that `until_batches` and the epochs count rows whatever each replica now draws
   /// (a global batch kept over fewer replicas). 0: one batch a replica, as without a change.
   std::int64_t batch_rows = 0;
+  /// For an engine that shares out the data itself (comm::ZmqPs's slices): whether a smaller group
+  /// trains the whole global batch (FitOptions::keep_global_batch) rather than each worker's.
+  bool keep_global_batch = false;
 
   /// True once `c` has reached a goal of the plan.
   bool reached(std::int64_t global_step, std::int64_t batches) const {

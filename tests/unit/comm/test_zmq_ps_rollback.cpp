@@ -31,7 +31,7 @@ struct Bench {
       optimizer,
       policy,
       {.index = 0, .shards = 1, .workers = 2, .endpoint = {}, .log = &log}};
-  std::map<std::uint32_t, std::int64_t> slices;  ///< the slice the answers last gave each worker
+  std::map<std::uint32_t, std::vector<std::int64_t>> slices;  ///< what the answers gave each worker
 
   // Worker `worker`'s `op` of generation `generation`, from connection `peer`, with a payload of
   // `arrays` frames per piece.
@@ -47,7 +47,7 @@ struct Bench {
     h.global_step = h.applied = step;
     h.local = {step, step};
     h.fingerprint = fingerprint(pieces, optimizer, policy, 1, 2);
-    if (op == Op::push && slices.contains(worker)) h.slice = slices.at(worker);
+    if (op == Op::push && slices.contains(worker)) h.slices = slices.at(worker);
     h.frames = static_cast<std::uint32_t>(arrays * pieces.size());
     std::vector<zmq::message_t> frames;
     frames.emplace_back(peer.data(), peer.size());
@@ -61,7 +61,7 @@ struct Bench {
     auto answers = shard.handle_message(std::move(frames));
     for (auto const& a : answers) {
       auto const answer = convoy::comm::zmq_ps::decode(a.at(1), "the shard");
-      if (answer.slice >= 0) slices[answer.worker] = answer.slice;
+      if (!answer.slices.empty()) slices[answer.worker] = answer.slices;
     }
     return answers;
   }

@@ -45,7 +45,9 @@ Header sample() {
   h.dropped = 1;
   h.optimizer_updates = 7;
   h.initialized = 1;
+  h.keep_global_batch = 1;
   h.local = {3, 4, 5, 6};
+  h.slices = {9, 12};
   h.text = "Adam";
   return h;
 }
@@ -65,6 +67,8 @@ TEST_CASE("a header survives encoding and decoding") {
   CHECK(back.fingerprint == h.fingerprint);
   CHECK(back.loss == 0.5f);
   CHECK(back.local == h.local);
+  CHECK(back.keep_global_batch == 1);
+  CHECK(back.slices == h.slices);
   CHECK(back.text == "Adam");
 }
 
@@ -100,10 +104,12 @@ TEST_CASE("every truncation of a valid header is refused, never read past its en
 TEST_CASE("a header claiming a huge list or text is refused before anything is allocated") {
   Header h = sample();
   h.local.clear();
+  h.slices.clear();
   h.text.clear();
   auto const base = as_string(encode(h));
-  // The list's size is the 8 bytes before the text's size (both empty here): claim 2^60 entries.
-  for (std::size_t from_end : {16u, 8u}) {
+  // The two lists' sizes are the 16 bytes before the text's size (all empty here): claim 2^60
+  // entries.
+  for (std::size_t from_end : {24u, 16u, 8u}) {
     auto forged = base;
     std::uint64_t const huge = std::uint64_t{1} << 60;
     std::memcpy(forged.data() + forged.size() - from_end, &huge, 8);
@@ -328,8 +334,8 @@ struct Bench {
   std::vector<place::Piece const*> pieces = map.pieces_of(0);
   optim::Optimizer optimizer = optim::Sgd{0.1f};
   std::ostringstream log;
-  /// The slice of the data ps:0's answers last gave each worker, which its pushes name.
-  std::map<std::uint32_t, std::int64_t> slices;
+  /// The slices of the data ps:0's answers last gave each worker, which its pushes name.
+  std::map<std::uint32_t, std::vector<std::int64_t>> slices;
 
   template <class Sync>
   Shard<Sync> shard(Sync policy, std::size_t workers) {
@@ -342,7 +348,7 @@ struct Bench {
     h.op = op;
     h.worker = worker;
     h.fingerprint = fingerprint(pieces, optimizer, policy, 1, workers);
-    if (op == Op::push && slices.contains(worker)) h.slice = slices.at(worker);
+    if (op == Op::push && slices.contains(worker)) h.slices = slices.at(worker);
     return h;
   }
   /// `shard`'s answers to `frames`, each slice they give noted for its worker.
@@ -351,7 +357,7 @@ struct Bench {
     auto answers = shard.handle_message(std::move(frames));
     for (auto const& a : answers) {
       auto const h = wire::decode(a.at(1), "the shard");
-      if (h.slice >= 0) slices[h.worker] = h.slice;
+      if (!h.slices.empty()) slices[h.worker] = h.slices;
     }
     return answers;
   }
@@ -425,7 +431,8 @@ TEST_CASE("a push or pull after the worker's goodbye is refused and counted; the
   CHECK(h.status == Status::error);
   CHECK(h.text.find("after its goodbye") != std::string::npos);
   CHECK(shard.malformed() == 2);
-  CHECK(ask(Op::pull, 1, false).slice == 0);  // the slice worker 0 held when it left
+  // Its first slice of the data: the one worker 0 held when it left.
+  CHECK(ask(Op::pull, 1, false).slices == std::vector<std::int64_t>{0});
   h = ask(Op::push, 1, true);  // the worker left is not held back by the one gone
   CHECK(h.status == Status::ok);
   CHECK(h.global_step == 1);

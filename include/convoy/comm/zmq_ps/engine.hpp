@@ -39,6 +39,7 @@
 #include "security.hpp"
 #include "shard.hpp"
 #include "shard_cpu.hpp"
+#include "slice_batch.hpp"
 #include "wire.hpp"
 
 namespace convoy::comm::zmq_ps {
@@ -180,22 +181,19 @@ class Engine {
     }
 
     /// Trains this worker's replica until the plan's goal (by shard 0's counters), each step on
-    /// the slice of the data ps:0 gave it (data_slices.hpp): replica slice % N's share of global
-    /// batch slice / N in the plan for the cluster's N workers.
+    /// the slices of the data ps:0 gave it (data_slices.hpp): slice k is replica k % N's share of
+    /// global batch k / N in the plan for the cluster's N workers.
     void train(RunPlan const& plan) {
+      keep_global_batch_ = plan.keep_global_batch;
       connect();
       if (!pulled_) start();
       auto const r = rank();
-      auto const n = static_cast<std::int64_t>(size());
       auto const ctx = placement_.context(0);
       auto const scope = ctx.enter();
       auto& vars = model_->variables();
       while (!plan.reached(counters_.global_step, counters_.batches())) {
-        if (slice_ < 0)
-          throw ProtocolError("convoy: ps:0 gave worker " + std::to_string(r) +
-                              " no slice of the data to train on");
-        auto const slice = slice_;
-        Batch const batch = plan.batch(static_cast<std::size_t>(slice % n), slice / n);
+        auto const slices = slices_;
+        Batch const batch = slice_batch(plan, slices, r, size(), joined_);
         if (!client_->wait_until_sent(sync_.timeout)) {
           throw TimeoutError("convoy: worker " + std::to_string(r) +
                              "'s last gradients were never sent");
@@ -214,7 +212,7 @@ class Engine {
               [&](std::size_t s) {
                 auto h = request(Op::push, s);
                 h.tag = tags_[s];
-                h.slice = slice;
+                h.slices = slices;
                 h.loss = loss;
                 h.seconds = seconds;
                 return h;
@@ -383,7 +381,7 @@ class Engine {
       model_->variables().set_flat(unpacked.weights);
       for (std::size_t s = 0; s < replies.size(); ++s) tags_[s] = replies[s].header.tag;
       counters_ = counters_of(replies[0].header);
-      slice_ = replies[0].header.slice;
+      slices_ = replies[0].header.slices;
       pulled_ = true;
     }
 
@@ -448,6 +446,7 @@ class Engine {
       h.op = op;
       h.fingerprint = fingerprints_.empty() ? 0 : fingerprints_[s];
       h.generation = generation_;
+      h.keep_global_batch = keep_global_batch_ ? 1 : 0;
       return h;
     }
 
@@ -585,7 +584,7 @@ class Engine {
       }
       for (std::size_t s = 0; s < replies.size(); ++s) tags_[s] = replies[s].header.tag;
       counters_ = counters_of(replies[0].header);
-      slice_ = replies[0].header.slice;
+      slices_ = replies[0].header.slices;
     }
 
     // Copies array `array` (0: weights, 1 + k: slot k) of every reply into `out`, piece by piece.
@@ -637,7 +636,9 @@ class Engine {
     std::vector<bool> initialized_;
     std::vector<std::int64_t> tags_;
     bool pulled_ = false;
-    std::int64_t slice_ = -1;       ///< the slice of the data ps:0 gave this worker to train next
+    std::vector<std::int64_t> slices_;  ///< the slices of the data ps:0 gave it to train next
+    io::BatchBuffer joined_;            ///< the rows of several slices, trained as one batch
+    bool keep_global_batch_ = false;    ///< the plan's: ps:0 may give it several slices
     std::uint64_t generation_ = 0;  ///< rollbacks so far, as the shards count them
     bool rolling_back_ = false;     ///< a shard lost its state: the next restore is a rollback
   };

@@ -168,13 +168,16 @@ class ShardState {
     std::uint64_t sequence = 0;
     float loss = 0.0f;             ///< apply-at-once: its own update's loss
     std::uint64_t generation = 0;  ///< the request's: a pull of a later one waits for its restore
+    std::uint8_t keep_global_batch = 0;  ///< the request's: how ps:0 shares out the data
 
-    /// What a reply to it echoes of the request: its op, worker and sequence.
+    /// What a reply to it echoes of the request: its op, worker and sequence, and what the
+    /// answer's slices of the data depend on.
     Header request() const {
       Header h;
       h.op = op;
       h.worker = worker;
       h.sequence = sequence;
+      h.keep_global_batch = keep_global_batch;
       return h;
     }
   };
@@ -395,6 +398,7 @@ class ShardState {
       }
     }
     loss_sum_ = 0.0f;
+    summed_slices_ = 0;
     initialized_ = true;
     reply(frames[0], h, Status::ok, {});
     release();
@@ -449,12 +453,14 @@ class ShardState {
     if constexpr (sync::elastic<Rules>) rejoins = !rules_.member(w);
     // ps:0 hands out the data: a gradient on a slice that went to another worker while this one
     // was gone is late (its step takes it nowhere), and its worker trains what it is given next.
-    if (index_ == 0 && h.slice < 0) {
+    if (h.slices.empty() || h.slices.size() > workers_) {
       throw ProtocolError("convoy: worker " + std::to_string(w) + "'s push to " + name() +
-                          " names no slice of the data it was computed on");
+                          " names " + std::to_string(h.slices.size()) +
+                          " slices of the data it was computed on; a push names 1 to " +
+                          std::to_string(workers_));
     }
-    bool const stale = index_ == 0 && !slices_.may_train(w, h.slice);
-    if (stale) say_stale(w, h.slice);
+    bool const stale = index_ == 0 && !slices_.may_train(w, h.slices);
+    if (stale) say_stale(w, h.slices);
     auto const admission = stale && !rules_.accumulates()
                                ? sync::Admission::drop
                                : rules_.admit(w, stale ? rules_.open_step() - 1 : h.tag);
@@ -470,11 +476,15 @@ class ShardState {
       return;
     }
     last_push_[w] = {h.sequence, Status::ok};
-    ++counters_.local_steps[w];
-    if (index_ == 0) slices_.trained(w, h.slice);
+    // A gradient on k slices is the mean over k slices' rows: it weighs k in its step's average,
+    // and counts k of the worker's batches.
+    auto const weight = h.slices.size();
+    counters_.local_steps[w] += static_cast<std::int64_t>(weight);
+    if (index_ == 0) slices_.trained(w, h.slices);
     if (admission == sync::Admission::accumulate) {
-      store_.add(frames);
-      loss_sum_ += h.loss;
+      store_.add(frames, static_cast<float>(weight));
+      loss_sum_ += h.loss * static_cast<float>(weight);
+      summed_slices_ += weight;
       wait(frames, h);
       if (!rules_.accumulated(w)) {
         // A worker back in the group needs the others' gradients too: with too few left (the
@@ -496,12 +506,15 @@ class ShardState {
     release();
   }
 
-  // Applies the open step's sum, averaged over the gradients in it, and opens the next step.
+  // Applies the open step's sum, averaged over the slices of data in it (one a gradient unless the
+  // global batch is kept by a smaller group), and opens the next step.
   void apply_open_step() {
     auto const m = rules_.gradients_per_update();
-    update_loss_ = loss_sum_ / static_cast<float>(m);
+    auto const slices = summed_slices_ > 0 ? summed_slices_ : m;
+    update_loss_ = loss_sum_ / static_cast<float>(slices);
     loss_sum_ = 0.0f;
-    store_.apply_sum(m);
+    summed_slices_ = 0;
+    store_.apply_sum(slices);
     ++counters_.global_step;
     counters_.applied += static_cast<std::int64_t>(m);
     rules_.applied(0);
@@ -595,6 +608,7 @@ class ShardState {
     counters_.dropped += static_cast<std::int64_t>(discarded);
     store_.clear_sum();
     loss_sum_ = 0.0f;
+    summed_slices_ = 0;
     auto const stopped = answer_waiting([](Waiting const& w) { return w.op == Op::push; },
                                         [&](Waiting& w) { answer(w, Status::stopped, {}); });
     if (discarded > 0 || stopped > 0) say_step_ends(discarded, stopped);
@@ -609,12 +623,33 @@ class ShardState {
           << std::endl;
   }
 
-  void say_stale(std::size_t worker, std::int64_t slice) {
+  void say_stale(std::size_t worker, std::vector<std::int64_t> const& slices) {
     if (!log_) return;
-    *log_ << "convoy: " << name() << ": " << worker_name(worker) << "'s gradient on slice " << slice
-          << " of the data is dropped: that slice went to another worker while it was gone; it "
-             "trains the slice it is given next"
+    *log_ << "convoy: " << name() << ": " << worker_name(worker) << "'s gradient on slice(s)";
+    for (auto const s : slices) *log_ << " " << s;
+    *log_ << " of the data is dropped: a slice of it went to another worker while it was gone; it "
+             "trains what it is given next"
           << std::endl;
+  }
+
+  // How many slices of the data `worker` trains at once: one, or with the global batch kept
+  // (lock-step Synchronous only), its share of the N slices a global batch has among the live
+  // workers, the first ones by index taking one more where N does not split evenly.
+  std::size_t share_of(std::size_t worker, bool keep_global_batch) const {
+    if constexpr (sync::elastic<Rules>) {
+      if (!keep_global_batch || !rules_.lock_step() || departed_[worker] || finished(worker)) {
+        return 1;
+      }
+      std::size_t live = 0, before = 0;
+      for (std::size_t w = 0; w < workers_; ++w) {
+        if (departed_[w] || finished(w)) continue;
+        ++live;
+        before += w < worker;
+      }
+      return workers_ / live + (before < workers_ % live ? 1 : 0);
+    } else {
+      return 1;
+    }
   }
 
   // Whether a waiting request may be answered now.
@@ -655,8 +690,8 @@ class ShardState {
   // The request keeps its place until the rules let it be answered (`loss`: an update applied at
   // once, its own loss).
   void wait(std::vector<zmq::message_t>& frames, Header const& h, float loss = 0.0f) {
-    waiting_.push_back(
-        Waiting{std::move(frames[0]), h.worker, h.op, h.tag, h.sequence, loss, h.generation});
+    waiting_.push_back(Waiting{std::move(frames[0]), h.worker, h.op, h.tag, h.sequence, loss,
+                               h.generation, h.keep_global_batch});
   }
   void answer(Waiting& w, Status status, std::vector<zmq::message_t> payload) {
     reply(w.peer, w.request(), status, std::move(payload));
@@ -694,7 +729,8 @@ class ShardState {
     if (index_ == 0 && trains_on &&
         (request.op == Op::push || request.op == Op::pull || request.op == Op::init ||
          request.op == Op::restore)) {
-      h.slice = slices_.give(request.worker);
+      h.slices =
+          slices_.give(request.worker, share_of(request.worker, request.keep_global_batch != 0));
     }
     answers_.push_back(Answer{std::move(peer), std::move(h), std::move(payload)});
   }
@@ -707,6 +743,7 @@ class ShardState {
   Rules rules_;
   ShardStore store_;
   float loss_sum_ = 0.0f;
+  std::size_t summed_slices_ = 0;  ///< slices of data in the open step's sum
   float update_loss_ = 0.0f;
   bool initialized_ = false;
   std::uint64_t generation_ = 0;   ///< rollbacks to a checkpoint so far (see Header::generation)

@@ -99,22 +99,27 @@ class ShardStore {
     sum_empty_ = true;
   }
 
-  /// Adds the payload's gradient to the open step's sum (its first gradient is copied: no pass to
-  /// clear).
-  void add(std::vector<zmq::message_t> const& frames) {
+  /// Adds the payload's gradient, times `weight`, to the open step's sum (its first gradient is
+  /// copied: no pass to clear).
+  void add(std::vector<zmq::message_t> const& frames, float weight = 1.0f) {
     std::size_t at = 2;
     for (auto const& p : pieces_) {
       auto const g = floats(frames[at++], scratch_);
       float* dst = sum_.data() + p.offset;
-      if (sum_empty_) {
+      if (sum_empty_ && weight == 1.0f) {
         std::copy(g.begin(), g.end(), dst);
-      } else {
+      } else if (sum_empty_) {
+        for (std::size_t i = 0; i < g.size(); ++i) dst[i] = weight * g[i];
+      } else if (weight == 1.0f) {
         for (std::size_t i = 0; i < g.size(); ++i) dst[i] += g[i];
+      } else {
+        for (std::size_t i = 0; i < g.size(); ++i) dst[i] += weight * g[i];
       }
     }
     sum_empty_ = false;
   }
-  /// Applies the open step's sum of `gradients`, averaged, and empties it.
+  /// Applies the open step's sum of `gradients` (counted by their weights), averaged, and empties
+  /// it.
   void apply_sum(std::size_t gradients) {
     auto& weights = weights_.writable();
     optimizer_.apply(exec::Host{}, std::span<float>(weights), std::span<float const>(sum_), slots_,

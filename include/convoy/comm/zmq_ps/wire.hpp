@@ -26,7 +26,7 @@ namespace convoy::comm::zmq_ps {
 
 inline constexpr std::uint32_t wire_magic = 0x53505643;  // "CVPS" read as little-endian bytes
 inline constexpr std::uint32_t protocol_version = 4;     // 2: Op::save; 3: generation, instance;
-                                                         // 4: slice
+                                                         // 4: slices, keep_global_batch
 /// Headers are small; a frame claiming more is refused before it is read.
 inline constexpr std::size_t max_header_bytes = 64 * 1024;
 
@@ -77,11 +77,14 @@ struct Header {
   /// Replies: a number the shard's process drew when it started. Another number is another
   /// process (a restarted ps task), which holds nothing of the last one's state.
   std::uint64_t instance = 0;
-  /// The data a worker trains on (DataSlices). Push: the slice its gradient was computed on;
-  /// ps:0's answers to a push, a pull, an init or a restore: the slice its worker trains next.
-  /// -1: none.
-  std::int64_t slice = -1;
+  /// Requests: the worker trains a share of the whole global batch while workers are gone
+  /// (FitOptions::keep_global_batch), so ps:0 may give it more than one slice.
+  std::uint8_t keep_global_batch = 0;
   std::vector<std::int64_t> local;  ///< every worker's applied steps
+  /// The data a worker trains on (DataSlices). Push: the slices its gradient was computed on, as
+  /// one batch of their rows; ps:0's answers to a push, a pull, an init or a restore: the slices
+  /// its worker trains next.
+  std::vector<std::int64_t> slices;
   std::string text;                 ///< hello: the optimizer's name; error: the reason
 
   template <class Archive>
@@ -89,7 +92,8 @@ struct Header {
     ar(magic, version);
     if (magic != wire_magic || version != protocol_version) return;  // the reader says which
     ar(op, status, worker, shard, sequence, tag, fingerprint, frames, loss, seconds, global_step,
-       applied, dropped, optimizer_updates, initialized, generation, instance, slice, local, text);
+       applied, dropped, optimizer_updates, initialized, generation, instance, keep_global_batch,
+       local, slices, text);
   }
 };
 
@@ -155,12 +159,14 @@ inline Header decode(zmq::message_t const& frame, std::string const& from) {
     std::size_t const limit = frame.size();
     ar(h.op, h.status, h.worker, h.shard, h.sequence, h.tag, h.fingerprint, h.frames, h.loss,
        h.seconds, h.global_step, h.applied, h.dropped, h.optimizer_updates, h.initialized,
-       h.generation, h.instance, h.slice);
+       h.generation, h.instance, h.keep_global_batch);
     cereal::size_type n = 0;
-    ar(cereal::make_size_tag(n));
-    if (n > limit / sizeof(std::int64_t)) throw ProtocolError("convoy: bad counter list");
-    h.local.resize(static_cast<std::size_t>(n));
-    ar(cereal::binary_data(h.local.data(), h.local.size() * sizeof(std::int64_t)));
+    for (auto* list : {&h.local, &h.slices}) {
+      ar(cereal::make_size_tag(n));
+      if (n > limit / sizeof(std::int64_t)) throw ProtocolError("convoy: bad counter list");
+      list->resize(static_cast<std::size_t>(n));
+      ar(cereal::binary_data(list->data(), list->size() * sizeof(std::int64_t)));
+    }
     ar(cereal::make_size_tag(n));
     if (n > limit) throw ProtocolError("convoy: bad text");
     h.text.resize(static_cast<std::size_t>(n));
